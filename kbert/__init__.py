@@ -1,0 +1,19 @@
+"""kbert: BERT in Keras 3 on TensorFlow, exact to Google's original checkpoints."""
+
+from kbert.checkpoints import GoogleCheckpoint
+from kbert.checkpoints import save_google_checkpoint
+from kbert.checkpoints.huggingface import convert_google_to_huggingface
+from kbert.checkpoints.huggingface import convert_huggingface_to_google
+from kbert.config import BertConfig
+from kbert.layers.embeddings import BertEmbeddings
+from kbert.layers.transformer import BertTransformerLayer
+from kbert.models.encoder import BertEncoder
+from kbert.models.pretrainer import BertPretrainer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BertConfig", "BertEmbeddings", "BertEncoder", "BertPretrainer", "BertTransformerLayer",
+    "GoogleCheckpoint", "convert_google_to_huggingface", "convert_huggingface_to_google",
+    "save_google_checkpoint",
+]

@@ -1,0 +1,249 @@
+"""Read and write Google's original TF1 BERT checkpoints, strictly, through the name table."""
+
+import dataclasses
+import glob
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from kbert import io
+from kbert.checkpoints import tf1_names
+from kbert.config import BertConfig
+
+CONFIG_FILE = "bert_config.json"
+VOCAB_FILE = "vocab.txt"
+RELEASE_PREFIX = "bert_model.ckpt"
+
+
+@dataclasses.dataclass(frozen=True)
+class GoogleCheckpoint:
+    """An opened Google checkpoint: its prefix, config, vocab (if any) and a tensor reader."""
+
+    prefix: str
+    config: BertConfig
+    vocab_file: str | None
+    reader: object
+
+    @classmethod
+    def open(cls, path, config=None):
+        """Finds the checkpoint and its config.
+
+        Args:
+            path: str. A release directory (`bert_model.ckpt.*`), a training directory (its
+                latest checkpoint), or a checkpoint prefix (`.index` may be included).
+            config: `BertConfig`, path of a `bert_config.json`, or None to read the
+                `bert_config.json` beside the checkpoint.
+        """
+        prefix = _resolve_prefix(os.fspath(path))
+        directory = os.path.dirname(prefix)
+        if config is None:
+            config_path = os.path.join(directory, CONFIG_FILE)
+            if not os.path.exists(config_path):
+                raise FileNotFoundError(
+                    f"{config_path}: not found; pass `config=` (a BertConfig or the path of the "
+                    f"checkpoint's {CONFIG_FILE})")
+            config = config_path
+        if not isinstance(config, BertConfig):
+            config = BertConfig.from_json_file(config)
+        try:
+            reader = tf.train.load_checkpoint(prefix)
+        except (tf.errors.OpError, ValueError) as e:
+            raise ValueError(f"{prefix}: not a readable TF checkpoint: {_message(e)}") from None
+        vocab = os.path.join(directory, VOCAB_FILE)
+        return cls(prefix, config, vocab if os.path.exists(vocab) else None, reader)
+
+    def shapes(self):
+        """Dict of variable name -> shape tuple."""
+        return {k: tuple(v) for k, v in self.reader.get_variable_to_shape_map().items()}
+
+    def tensor(self, name):
+        """Reads one tensor; a truncated or corrupt data file is a ValueError naming it."""
+        try:
+            return self.reader.get_tensor(name)
+        except (tf.errors.OpError, IndexError) as e:  # IndexError: "Read less bytes than requested"
+            raise ValueError(f"{self.prefix}: cannot read variable {name!r}, the checkpoint's "
+                             f"data file is truncated or corrupt: {_message(e)}") from None
+
+
+def load_google_weights(model, checkpoint):
+    """Assigns every weight of `model` from `checkpoint` (a `GoogleCheckpoint`), strictly.
+
+    Every model variable must be covered by the name table and present in the checkpoint with
+    the right shape, and every `bert/` tensor of the checkpoint must be used. Optimizer slots,
+    `global_step` and heads this model does not have (`cls/*` for an encoder, a classifier's
+    `output_weights`) are skipped and reported at debug level. Otherwise one ValueError lists
+    the missing, unexpected and shape-mismatched variables.
+    """
+    variables = _variables_by_path(model)
+    rows = _expand(_num_layers(model))
+    available = checkpoint.shapes()
+    missing, mismatched, plan, used = [], [], [], set()
+    for google, keras_path, transform in rows:
+        variable = variables.pop(keras_path, None)
+        if variable is None:
+            continue  # a head this model does not have
+        used.add(google)
+        expected = _google_shape(transform, tuple(variable.shape))
+        if google not in available:
+            missing.append(f"{google} (for {keras_path}, shape {list(expected)})")
+        elif available[google] != expected:
+            mismatched.append(f"{google}: checkpoint {list(available[google])}, "
+                              f"model expects {list(expected)} for {keras_path}")
+        else:
+            plan.append((google, variable, transform))
+    unexpected = []
+    for name in sorted(set(available) - used):
+        if name.startswith("bert/") and not _is_training_state(name):
+            unexpected.append(f"{name} {list(available[name])}")
+        else:
+            logging.debug("%s: skipping %s (not a weight of this model)", checkpoint.prefix, name)
+    uncovered = [f"{path} (model variable not in the name table)" for path in sorted(variables)]
+    problems = [("missing from the checkpoint", missing), ("shape mismatch", mismatched),
+                ("unexpected in the checkpoint", unexpected), ("not loadable", uncovered)]
+    if any(items for _, items in problems):
+        lines = [f"{checkpoint.prefix}: checkpoint does not match the model "
+                 f"(config: {_config_summary(checkpoint.config)})"]
+        for title, items in problems:
+            if items:
+                lines.append(f"  {title} ({len(items)}):")
+                lines.extend(f"    {item}" for item in items)
+        raise ValueError("\n".join(lines))
+    for google, variable, transform in plan:
+        value = _to_keras(transform, checkpoint.tensor(google), tuple(variable.shape))
+        variable.assign(value.astype(variable.dtype))
+    logging.info("Loaded %d variables from %s", len(plan), checkpoint.prefix)
+
+
+def save_google_checkpoint(model, prefix, vocab_file=None):
+    """Writes `model` as Google's TF1 checkpoint plus `bert_config.json`, atomically.
+
+    Google's modeling.py restores the result with `tf.train.Saver`. A `checkpoint` state file
+    is written too, so `tf.train.latest_checkpoint(directory)` finds it.
+
+    Args:
+        model: a `BertEncoder` or `BertPretrainer` (anything with `bert_config` and weights
+            named as in the table).
+        prefix: str. Checkpoint prefix, e.g. "out/bert_model.ckpt".
+        vocab_file: str. Copied beside the checkpoint as `vocab.txt`, if given.
+    """
+    prefix = os.fspath(prefix)
+    variables = _variables_by_path(model)
+    tensors = {}
+    for google, keras_path, transform in _expand(_num_layers(model)):
+        if keras_path in variables:
+            value = np.asarray(variables.pop(keras_path).numpy(), dtype=np.float32)
+            tensors[google] = _to_google(transform, value)
+    if variables:
+        raise ValueError(f"Cannot save {model.name}: variables not in the name table: "
+                         f"{sorted(variables)}")
+    directory = os.path.dirname(os.path.abspath(prefix))
+    write_tf1_checkpoint(prefix, tensors)
+    with io.atomic_write(os.path.join(directory, CONFIG_FILE)) as f:
+        f.write(model.bert_config.to_json_string())
+    if vocab_file is not None:
+        target = os.path.join(directory, VOCAB_FILE)
+        if os.path.abspath(vocab_file) != target:
+            with io.atomic_write(target, "wb") as f, open(vocab_file, "rb") as src:
+                shutil.copyfileobj(src, f)
+
+
+def write_tf1_checkpoint(prefix, tensors):
+    """Writes a name-based (TF1 `Saver` V2 format) checkpoint of numpy arrays, atomically.
+
+    TF2's object-based `tf.train.Checkpoint` would key tensors by object path; Google's code
+    restores by variable name, which only the raw SaveV2 op writes.
+
+    Args:
+        prefix: str. Checkpoint prefix.
+        tensors: dict of Google variable name -> numpy array.
+    """
+    prefix = os.path.abspath(os.fspath(prefix))
+    directory, base = os.path.split(prefix)
+    names = sorted(tensors)
+    with io.atomic_files(directory) as tmp:
+        tf.raw_ops.SaveV2(
+            prefix=os.path.join(tmp, base), tensor_names=names,
+            shape_and_slices=[""] * len(names),
+            tensors=[tf.convert_to_tensor(tensors[n]) for n in names])
+        with open(os.path.join(tmp, "checkpoint"), "w", encoding="utf-8") as f:
+            f.write(f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')
+
+
+def _resolve_prefix(path):
+    for suffix in (".index", ".meta"):
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+    if ".data-" in os.path.basename(path):
+        path = path[: path.rindex(".data-")]
+    if os.path.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        candidates = [latest] if latest else [
+            p[: -len(".index")] for p in sorted(glob.glob(os.path.join(path, "*.index")))]
+        if len(candidates) != 1:
+            found = ", ".join(os.path.basename(p) for p in candidates) or "none"
+            raise FileNotFoundError(
+                f"{path}: expected one checkpoint (e.g. {RELEASE_PREFIX}.index) in the "
+                f"directory, found {found}; pass the checkpoint prefix instead")
+        path = candidates[0]
+    if not os.path.exists(path + ".index"):
+        raise FileNotFoundError(f"{path}.index: checkpoint index not found")
+    if not glob.glob(glob.escape(path) + ".data-*"):
+        raise FileNotFoundError(f"{path}.data-*: checkpoint data file not found")
+    return path
+
+
+def _is_training_state(name):
+    return (name in tf1_names.TRAINING_STATE_NAMES
+            or name.endswith(tf1_names.OPTIMIZER_SLOT_SUFFIXES))
+
+
+def _variables_by_path(model):
+    variables = {}
+    for variable in model.weights:
+        variables.setdefault(variable.path, variable)  # tied weights appear twice
+    return variables
+
+
+def _num_layers(model):
+    return model.bert_config.num_hidden_layers
+
+
+def _expand(num_layers):
+    rows = list(tf1_names.ENCODER)
+    for i in range(num_layers):
+        rows += [(g.format(i=i), k.format(i=i), t) for g, k, t in tf1_names.ENCODER_LAYER]
+    return rows + list(tf1_names.PRETRAINING_HEADS)
+
+
+def _google_shape(transform, shape):
+    if transform == tf1_names.SPLIT_HEADS:
+        return shape[:-2] + (shape[-2] * shape[-1],)
+    if transform == tf1_names.MERGE_HEADS:
+        return (shape[0] * shape[1],) + shape[2:]
+    if transform == tf1_names.TRANSPOSE:
+        return shape[::-1]
+    return shape
+
+
+def _to_keras(transform, value, shape):
+    if transform == tf1_names.TRANSPOSE:
+        return value.T
+    return value.reshape(shape)  # row-major: heads are the major part of Google's hidden axis
+
+
+def _to_google(transform, value):
+    if transform == tf1_names.TRANSPOSE:
+        return np.ascontiguousarray(value.T)
+    return value.reshape(_google_shape(transform, value.shape))
+
+
+def _config_summary(config):
+    return (f"vocab_size={config.vocab_size}, hidden_size={config.hidden_size}, "
+            f"num_hidden_layers={config.num_hidden_layers}")
+
+
+def _message(error):
+    return getattr(error, "message", None) or str(error)

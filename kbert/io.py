@@ -1,0 +1,56 @@
+"""Atomic file output: write under a temporary name beside the target, rename when complete."""
+
+import contextlib
+import os
+import shutil
+import tempfile
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode="w", encoding="utf-8"):
+    """Opens a temporary file beside `path`; on success renames it to `path`.
+
+    A failure inside the block removes the temporary file and leaves any earlier `path` intact.
+
+    Args:
+        path: str. The final file name.
+        mode: str. "w" (text) or "wb" (bytes). Defaults to "w".
+        encoding: str. Text encoding for mode "w". Defaults to "utf-8".
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
+            yield f
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_files(directory):
+    """Yields a temporary directory inside `directory`; on success moves its files into it.
+
+    For writers that produce several files at once (a TF checkpoint's `.index` and `.data-*`):
+    either all of them replace their earlier versions, or none does.
+    """
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".kbert-tmp-", dir=directory)
+    try:
+        yield tmp
+        for name in sorted(os.listdir(tmp)):
+            os.replace(os.path.join(tmp, name), os.path.join(directory, name))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

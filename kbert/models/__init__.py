@@ -1,0 +1,1 @@
+"""Functional BERT models, each registered and serializable."""

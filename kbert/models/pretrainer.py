@@ -1,0 +1,95 @@
+"""BertPretrainer: the encoder plus Google's masked-LM and next-sentence heads."""
+
+import keras
+import keras_nlp
+
+from kbert import checkpoints
+from kbert.layers.embeddings import LAYER_NORM_EPSILON
+from kbert.layers.transformer import get_activation
+from kbert.models.encoder import BertEncoder
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertPretrainer(keras.Model):
+    """BERT with the pretraining heads of Google's run_pretraining.py.
+
+    The masked-LM head is dense + `hidden_act` + LayerNorm, then the word-embedding table
+    (tied, not copied) plus an output bias; the next-sentence head is a dense layer with two
+    outputs on the pooled output (label 1 = random next sentence, as Google).
+
+    Args:
+        encoder: `kbert.BertEncoder`. Its word table becomes the MLM output kernel.
+
+    Inputs (dict of int32): token_ids, segment_ids, padding_mask [batch, seq];
+        mask_positions [batch, predictions], indices into seq.
+
+    Outputs (dict):
+        mlm_logits: [batch, predictions, vocab].
+        nsp_logits: [batch, 2].
+
+    Example:
+    ```python
+    pretrainer = kbert.BertPretrainer.from_google_checkpoint("uncased_L-12_H-768_A-12")
+    logits = pretrainer({**encoder_inputs, "mask_positions": positions})["mlm_logits"]
+    ```
+    """
+
+    def __init__(self, encoder, dtype=None, **kwargs):
+        initializer = keras.initializers.TruncatedNormal(stddev=encoder.initializer_range)
+        dtype = dtype or encoder.dtype_policy
+
+        # === Layers ===
+        self.encoder = encoder
+        self.mlm_head = keras_nlp.layers.MaskedLMHead(
+            token_embedding=encoder.token_embedding,
+            intermediate_activation=get_activation(encoder.activation),
+            layer_norm_epsilon=LAYER_NORM_EPSILON,
+            kernel_initializer=initializer,
+            dtype=dtype,
+            name="mlm_head",
+        )
+        self.nsp_head = keras.layers.Dense(
+            2, kernel_initializer=initializer, dtype=dtype, name="nsp_head")
+
+        # === Functional graph ===
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in ("token_ids", "segment_ids", "padding_mask", "mask_positions")}
+        encoded = encoder({k: v for k, v in inputs.items() if k != "mask_positions"})
+        outputs = {
+            "mlm_logits": self.mlm_head(encoded["sequence_output"],
+                                        mask_positions=inputs["mask_positions"]),
+            "nsp_logits": self.nsp_head(encoded["pooled_output"]),
+        }
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+    @property
+    def bert_config(self):
+        """The encoder's hyper-parameters as a `kbert.BertConfig`."""
+        return self.encoder.bert_config
+
+    @classmethod
+    def from_google_checkpoint(cls, path, config=None, **kwargs):
+        """Builds encoder and heads and loads a Google checkpoint with `cls/*` heads.
+
+        Args:
+            path: str. Release directory, training directory or checkpoint prefix.
+            config: `BertConfig` or path of a `bert_config.json`. Defaults to the one beside
+                the checkpoint.
+            **kwargs: passed to `BertEncoder` (e.g. `dtype`).
+        """
+        source = checkpoints.GoogleCheckpoint.open(path, config)
+        model = cls(BertEncoder(**source.config.encoder_kwargs(), **kwargs))
+        checkpoints.load_google_weights(model, source)
+        return model
+
+    def get_config(self):
+        # The encoder only: the heads are rebuilt and re-tied on load, never serialised apart.
+        config = super().get_config()
+        config["encoder"] = keras.layers.serialize(self.encoder)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.layers.deserialize(config["encoder"])
+        return cls(**config)
