@@ -36,7 +36,8 @@ def main(argv):
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     release = os.path.join(_OUTPUT.value, "minilm_l6_h384_uncased")
     kbert.convert_huggingface_to_google(_minilm_dir(), release)
-    logging.info("Google release directory: %s (%s)", release, ", ".join(sorted(os.listdir(release))))
+    logging.info("Google release directory: %s (%s)", release,
+                 ", ".join(sorted(os.listdir(release))))
 
     encoder = kbert.BertEncoder.from_google_checkpoint(release)
     preprocessor = kbert.BertPreprocessor(os.path.join(release, "vocab.txt"), do_lower_case=True,

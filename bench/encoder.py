@@ -1,0 +1,189 @@
+"""Encoder throughput: kbert vs keras-nlp BertBackbone vs Hugging Face BertModel (PyTorch CPU).
+
+Forward (inference) and forward+backward (a training step without the optimizer update) of
+the same architecture, float32, interleaved runs, median of --repeats. The fp32 matmul peak of
+the machine is measured in the same run (a large tf.matmul), and each model's achieved
+GFLOP/s is reported as a fraction of it. With --memory, each (implementation, shape) instead
+runs forward in a fresh process and its peak RSS is reported.
+
+  python bench/encoder.py --configs=base,minilm --seq_lengths=32,128 --batch_sizes=1,8,32
+Needs the bench extra: pip install torch==2.13.0 'transformers>=5'.
+"""
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+from absl import app
+from absl import flags
+
+_CONFIGS = flags.DEFINE_list("configs", ["minilm", "base"], "Model shapes: base, minilm.")
+_SEQS = flags.DEFINE_list("seq_lengths", ["32", "128", "512"], "Sequence lengths.")
+_BATCHES = flags.DEFINE_list("batch_sizes", ["1", "8", "32"], "Batch sizes.")
+_MODES = flags.DEFINE_list("modes", ["forward", "train"], "forward and/or train.")
+_IMPLS = flags.DEFINE_list("impls", ["kbert", "kbert_xla", "keras_nlp", "torch"],
+                           "Implementations to time.")
+_REPEATS = flags.DEFINE_integer("repeats", 5, "Timed runs per implementation and shape.")
+_MAX_TOKENS = flags.DEFINE_integer("max_train_tokens", 4096,
+                                   "Skip train steps with batch*seq above this (time budget).")
+_MEMORY = flags.DEFINE_bool("memory", False, "Measure peak RSS per shape in subprocesses.")
+_OUTPUT = flags.DEFINE_string("output", None, "Write results as JSON here.")
+_ONE = flags.DEFINE_string("one", None, "internal: impl,config,seq,batch for --memory")
+
+SHAPES = {  # layers, hidden, heads, intermediate
+    "base": (12, 768, 12, 3072),
+    "minilm": (6, 384, 12, 1536),
+}
+VOCAB = 30522
+
+
+def flops(config, batch, seq):
+    """Forward FLOPs of the encoder stack (matmuls only; embeddings and softmax excluded)."""
+    layers, hidden, _, inter = SHAPES[config]
+    tokens = batch * seq
+    per_layer = 2 * tokens * (4 * hidden * hidden + 2 * hidden * inter) + 4 * tokens * seq * hidden
+    return layers * per_layer + 2 * batch * hidden * hidden
+
+
+def matmul_peak_gflops(n=4096, repeats=5):
+    import tensorflow as tf
+    a = tf.random.normal((n, n))
+    b = tf.random.normal((n, n))
+    f = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
+    f().numpy()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f().numpy()
+        times.append(time.perf_counter() - start)
+    return 2 * n ** 3 / statistics.median(times) / 1e9
+
+
+def make_runner(impl, config, mode, batch, seq):
+    """Returns a zero-argument function that runs one step and blocks until it is done."""
+    layers, hidden, heads, inter = SHAPES[config]
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, VOCAB, (batch, seq)).astype("int32")
+    if impl == "torch":
+        import torch
+        import transformers
+        torch.manual_seed(0)
+        model = transformers.BertModel(transformers.BertConfig(
+            vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers,
+            num_attention_heads=heads, intermediate_size=inter, hidden_act="gelu_new",
+            attn_implementation="sdpa"))
+        x = {"input_ids": torch.from_numpy(ids.astype("int64")),
+             "token_type_ids": torch.zeros((batch, seq), dtype=torch.long),
+             "attention_mask": torch.ones((batch, seq), dtype=torch.long)}
+        if mode == "forward":
+            model.eval()
+
+            def run():
+                with torch.inference_mode():
+                    model(**x).last_hidden_state.sum().item()
+        else:
+            model.train()
+
+            def run():
+                model.zero_grad(set_to_none=True)
+                loss = model(**x).last_hidden_state.mean()
+                loss.backward()
+        return run
+
+    import keras
+    import keras_hub
+    import tensorflow as tf
+
+    import kbert
+    keras.utils.set_random_seed(0)
+    kwargs = dict(vocabulary_size=VOCAB, num_layers=layers, num_heads=heads, hidden_dim=hidden,
+                  intermediate_dim=inter, max_sequence_length=512)
+    if impl == "keras_nlp":
+        model = keras_hub.models.BertBackbone(**kwargs)
+    else:
+        model = kbert.BertEncoder(**kwargs)
+    x = {"token_ids": tf.constant(ids), "segment_ids": tf.zeros((batch, seq), "int32"),
+         "padding_mask": tf.ones((batch, seq), "int32")}
+    jit = impl == "kbert_xla"
+    if mode == "forward":
+        step = tf.function(lambda: model(x, training=False)["sequence_output"], jit_compile=jit)
+    else:
+        def train_step():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(model(x, training=True)["sequence_output"])
+            grads = tape.gradient(loss, model.trainable_variables)
+            # Embedding gradients stay sparse (IndexedSlices), as an optimizer would take them.
+            return [g.values if isinstance(g, tf.IndexedSlices) else g
+                    for g in grads if g is not None]  # the pooler gets none
+        step = tf.function(train_step, jit_compile=jit)
+    return lambda: tf.nest.map_structure(lambda t: t.numpy(), step())
+
+
+def time_shape(config, mode, batch, seq, impls, repeats):
+    runners = {impl: make_runner(impl, config, mode, batch, seq) for impl in impls}
+    for run in runners.values():  # trace / compile / warm up
+        run()
+        run()
+    times = {impl: [] for impl in impls}
+    for _ in range(repeats):  # interleaved, so machine noise hits every implementation alike
+        for impl, run in runners.items():
+            start = time.perf_counter()
+            run()
+            times[impl].append(time.perf_counter() - start)
+    return {impl: statistics.median(t) for impl, t in times.items()}
+
+
+def peak_rss_mb(impl, config, seq, batch):
+    result = subprocess.run(
+        [sys.executable, __file__, f"--one={impl},{config},{seq},{batch}"],
+        capture_output=True, text=True, check=True)
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+def main(argv):
+    del argv
+    if _ONE.value:
+        impl, config, seq, batch = _ONE.value.split(",")
+        run = make_runner(impl, config, "forward", int(batch), int(seq))
+        run()
+        run()
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        return
+    shapes = [(c, int(s), int(b)) for c in _CONFIGS.value for s in _SEQS.value
+              for b in _BATCHES.value]
+    results = {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "rows": []}
+    if _MEMORY.value:
+        for config, seq, batch in shapes:
+            row = {"config": config, "seq": seq, "batch": batch}
+            row.update({f"{impl}_peak_rss_mb": peak_rss_mb(impl, config, seq, batch)
+                        for impl in _IMPLS.value})
+            print(json.dumps(row), flush=True)
+            results["rows"].append(row)
+    else:
+        peak = matmul_peak_gflops()
+        results["matmul_peak_gflops"] = peak
+        print(f"fp32 matmul peak: {peak:.1f} GFLOP/s", flush=True)
+        for mode in _MODES.value:
+            for config, seq, batch in shapes:
+                if mode == "train" and batch * seq > _MAX_TOKENS.value:
+                    continue
+                seconds = time_shape(config, mode, batch, seq, _IMPLS.value, _REPEATS.value)
+                work = flops(config, batch, seq) * (3 if mode == "train" else 1)
+                row = {"mode": mode, "config": config, "seq": seq, "batch": batch}
+                for impl, s in seconds.items():
+                    row[f"{impl}_ex_per_s"] = round(batch / s, 2)
+                    row[f"{impl}_peak_fraction"] = round(work / s / 1e9 / peak, 3)
+                print(json.dumps(row), flush=True)
+                results["rows"].append(row)
+    if _OUTPUT.value:
+        with open(_OUTPUT.value, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    app.run(main)
