@@ -9,11 +9,14 @@ from kbert.layers.embeddings import BertEmbeddings
 from kbert.layers.transformer import BertTransformerLayer
 from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
+from kbert.tokenization import BertPreprocessor
+from kbert.tokenization import FullTokenizer
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BertConfig", "BertEmbeddings", "BertEncoder", "BertPretrainer", "BertTransformerLayer",
+    "BertConfig", "BertEmbeddings", "BertEncoder", "BertPreprocessor", "BertPretrainer",
+    "BertTransformerLayer", "FullTokenizer",
     "GoogleCheckpoint", "convert_google_to_huggingface", "convert_huggingface_to_google",
     "save_google_checkpoint",
 ]

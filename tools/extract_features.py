@@ -1,0 +1,78 @@
+"""Extracts BERT features from text, as Google's extract_features.py, plus sentence pooling.
+
+Each line of --input_file is `text_a` or `text_a ||| text_b`.
+  * --output_file=out.jsonl: one JSON line per input in Google's layout (per token: the token
+    and the values of each --layers index).
+  * --output_file=out.npy --pooling=mean: one sentence vector per input line, [lines, dim]
+    (pooling: cls, pooled, mean, mean_second_to_last, mean_sum_last_four,
+    mean_concat_last_four).
+Output streams to a temporary file, renamed when complete; memory does not grow with input.
+
+  python tools/extract_features.py --input_file=in.txt --output_file=out.jsonl \
+      --init_checkpoint=uncased_L-12_H-768_A-12 --layers=-1,-2,-3,-4
+"""
+
+import os
+
+import keras
+import numpy as np
+from absl import app
+from absl import flags
+from absl import logging
+
+import kbert
+from kbert import features
+from kbert import io
+
+_INPUT = flags.DEFINE_string("input_file", None, "UTF-8 text, one example per line.",
+                             required=True)
+_OUTPUT = flags.DEFINE_string("output_file", None, "Ends in .jsonl or .npy.", required=True)
+_CHECKPOINT = flags.DEFINE_string("init_checkpoint", None,
+                                  "Google release directory or checkpoint prefix.", required=True)
+_CONFIG = flags.DEFINE_string("bert_config_file", None, "Defaults to the one beside the ckpt.")
+_VOCAB = flags.DEFINE_string("vocab_file", None, "Defaults to vocab.txt beside the ckpt.")
+_LOWER = flags.DEFINE_bool("do_lower_case", True, "Whether the model is uncased.")
+_LAYERS = flags.DEFINE_list("layers", ["-1", "-2", "-3", "-4"], "Layer indices for .jsonl.")
+_POOLING = flags.DEFINE_enum("pooling", None, sorted(features.POOLINGS),
+                             "Sentence pooling; required for .npy output.")
+_MAX_SEQ = flags.DEFINE_integer("max_seq_length", 128, "Longer inputs are truncated.")
+_BATCH = flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    as_npy = _OUTPUT.value.endswith(".npy")
+    if as_npy != (_POOLING.value is not None) or not _OUTPUT.value.endswith((".npy", ".jsonl")):
+        raise app.UsageError("--output_file must end in .jsonl (per-token features, no "
+                             "--pooling) or .npy (with --pooling)")
+    source = kbert.GoogleCheckpoint.open(_CHECKPOINT.value, _CONFIG.value)
+    vocab = _VOCAB.value or source.vocab_file
+    if vocab is None:
+        raise app.UsageError(f"no vocab.txt beside {source.prefix}; pass --vocab_file")
+    encoder = kbert.BertEncoder.from_google_checkpoint(_CHECKPOINT.value, _CONFIG.value)
+    tokenizer = kbert.FullTokenizer(vocab, do_lower_case=_LOWER.value)
+    with open(_INPUT.value, encoding="utf-8") as f:
+        total = sum(1 for _ in f)
+    progress = keras.utils.Progbar(total, unit_name="example")
+    width = encoder.hidden_dim * (4 if _POOLING.value == "mean_concat_last_four" else 1)
+    with open(_INPUT.value, encoding="utf-8") as lines, \
+            io.atomic_write(_OUTPUT.value, "wb") as out:
+        if as_npy:
+            np.lib.format.write_array_header_1_0(
+                out, {"descr": "<f4", "fortran_order": False, "shape": (total, width)})
+        layers = [-1] if as_npy else [int(i) for i in _LAYERS.value]  # npy: pooling only
+        results = features.extract(
+            encoder, tokenizer, features.read_examples(lines), layers,
+            _POOLING.value, _MAX_SEQ.value, _BATCH.value)
+        for count, result in enumerate(results, 1):
+            if as_npy:
+                out.write(result["sentence_vector"].astype("<f4").tobytes())
+            else:
+                out.write((features.to_google_json(result) + "\n").encode("utf-8"))
+            progress.update(count)
+    logging.info("Wrote %d examples to %s", total, os.path.abspath(_OUTPUT.value))
+
+
+if __name__ == "__main__":
+    app.run(main)
