@@ -65,10 +65,8 @@ class BertPreprocessor(keras.layers.Layer):
         batch = tf.shape(ids[0].row_lengths())[0]
         cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self._cls))
         sep = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self._sep))
-        parts, segment_parts = [cls, ids[0], sep], [cls * 0, ids[0] * 0, sep * 0]
-        if len(ids) == 2:
-            parts += [ids[1], sep]
-            segment_parts += [ids[1] * 0 + 1, sep * 0 + 1]
+        parts = [cls, ids[0], sep] + ([ids[1], sep] if len(ids) == 2 else [])
+        segment_parts = [tf.zeros_like(p) for p in parts[:3]] + [tf.ones_like(p) for p in parts[3:]]
         token_ids = tf.concat(parts, axis=1)
         segment_ids = tf.concat(segment_parts, axis=1)
         width = self.max_seq_length if self.pad_to_max_length else None
