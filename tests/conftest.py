@@ -42,3 +42,24 @@ def minilm_google_dir(minilm_dir, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("minilm_google"))
     kbert.convert_huggingface_to_google(minilm_dir, out)
     return out
+
+
+# 31 entries, matching TINY_CONFIG's vocab_size: BERT's special tokens, then common word-pieces
+# of the GLUE fixtures (tests/fixtures/glue); every other word is [UNK].
+TINY_VOCAB = (
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", ",", ".", "a", "to", "of", "and", "in",
+    "he", "said", '"', "'", "s", "that", "for", "was", "it", "on", "is", "with", "as", "at",
+    "by", "has", "##s", "##ed")
+
+
+@pytest.fixture(scope="session")
+def tiny_google_dir(tmp_path_factory):
+    """A Google release directory of a random tiny BERT (TINY_CONFIG) with a 31-entry vocab."""
+    directory = tmp_path_factory.mktemp("tiny_google")
+    vocab = directory / "tiny_vocab.txt"
+    vocab.write_text("".join(token + "\n" for token in TINY_VOCAB), encoding="utf-8")
+    keras.utils.set_random_seed(0)
+    encoder = kbert.BertEncoder(**kbert.BertConfig(**TINY_CONFIG).encoder_kwargs())
+    kbert.save_google_checkpoint(encoder, str(directory / "bert_model.ckpt"), vocab_file=str(vocab))
+    vocab.unlink()
+    return str(directory)

@@ -1,81 +1,128 @@
 """BertPreprocessor: raw strings (one segment or a pair) to the encoder's packed inputs."""
 
+import functools
+
 import keras
+import keras_nlp
 import tensorflow as tf
 
+from kbert.tokenization import vocab as vocab_lib
 from kbert.tokenization.tokenizer import FullTokenizer
 
-
-def truncated_lengths(length_a, length_b, budget):
-    """Lengths after Google's `_truncate_seq_pair` (pop from the longer; on a tie, from b).
-
-    Closed form of the pop loop: when the pair is too long, a keeps
-    min(len_a, max(budget - len_b, ceil(budget / 2))) and b the rest of the budget.
-    """
-    too_long = length_a + length_b > budget
-    keep_a = tf.minimum(length_a, tf.maximum(budget - length_b, (budget + 1) // 2))
-    return (tf.where(too_long, keep_a, length_a),
-            tf.where(too_long, budget - keep_a, length_b))
+_UNPADDED = -1  # the packer's pad value, told apart from every real id, then set to [PAD]
 
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertPreprocessor(keras.layers.Layer):
     """Tokenizes and packs strings as `[CLS] A [SEP] (B [SEP])` for `kbert.BertEncoder`.
 
-    Keras' own preprocessing layers (keras-nlp's MultiSegmentPacker) truncate pairs
-    "waterfall" or "round robin", neither of which is Google's `_truncate_seq_pair`, so the
-    packing is written here with ragged ops.
+    Tokens are exactly Google's `FullTokenizer`'s, and packing is exactly run_classifier's
+    `convert_single_example`: pairs are truncated as `_truncate_seq_pair` (pop from the longer
+    segment, from B on a tie), which keras-nlp's `MultiSegmentPacker` with
+    `truncate="round_robin"` reproduces (it hands the budget out one token at a time, A
+    first; the tests check every pair of lengths up to 13). Where B has no tokens, Google packs
+    A alone (`[CLS] A [SEP]`, no second `[SEP]`), and so does this layer.
+    The vocabulary is part of the layer's config and its graph, so a `.keras` file or a
+    SavedModel that holds the layer needs no `vocab.txt`.
 
     Args:
-        vocab_file: str. `vocab.txt` (an `added_tokens.txt` beside it is read too).
-        do_lower_case: bool. Defaults to True.
-        max_seq_length: int. Longer inputs are truncated. Defaults to 128.
-        pad_to_max_length: bool. Pad to `max_seq_length`, else to the batch's longest.
-            Defaults to True.
+        vocab_file: str or None. `vocab.txt`; an `added_tokens.txt` beside it gives the
+            default `never_split`. Not read when `vocabulary` is given. Defaults to None.
+        do_lower_case: bool. Lower-case and strip accents (uncased models). Defaults to True.
+        max_seq_length: int. Packed length; longer inputs are truncated. Defaults to 128.
+        pad_to_max_length: bool. Pad to `max_seq_length`, else only to the batch's longest
+            sequence. Defaults to True.
+        never_split: list of str or None. Vocab tokens the tokenizer emits whole (see
+            `FullTokenizer`). Defaults to None (the `added_tokens.txt` ones, if any).
+        vocabulary: list of str or None. The vocab tokens in id order, instead of reading
+            `vocab_file`. Defaults to None.
 
     Call args:
-        inputs: string tensor [batch], or a tuple/list of two for text pairs.
+        inputs: string tensor [batch] (or a scalar), or a tuple/list of two for text pairs.
 
     Returns:
-        dict of int32 [batch, seq]: token_ids, segment_ids, padding_mask.
+        dict of int32 [batch, seq]: `token_ids`, `segment_ids` (0 for `[CLS] A [SEP]`, 1 for
+        `B [SEP]`) and `padding_mask` (1 for real tokens, 0 for padding).
+
+    Example:
+    ```python
+    preprocessor = kbert.BertPreprocessor("vocab.txt", max_seq_length=16)
+    inputs = preprocessor((tf.constant(["The cat sat."]), tf.constant(["It was tired."])))
+    outputs = encoder(inputs)  # a kbert.BertEncoder
+    ```
     """
 
-    def __init__(self, vocab_file, do_lower_case=True, max_seq_length=128,
-                 pad_to_max_length=True, **kwargs):
+    def __init__(self, vocab_file=None, do_lower_case=True, max_seq_length=128,
+                 pad_to_max_length=True, never_split=None, vocabulary=None, **kwargs):
         super().__init__(**kwargs)
+        if vocabulary is None:
+            if vocab_file is None:
+                raise ValueError("BertPreprocessor needs vocab_file or vocabulary")
+            vocab = vocab_lib.load_vocab(vocab_file)
+            if never_split is None:
+                never_split = vocab_lib.load_added_tokens(vocab_file)
+        else:
+            vocab = vocab_lib.Vocab(vocabulary, path=vocab_file)
+        if max_seq_length < 3:
+            raise ValueError(f"max_seq_length must be at least 3 ([CLS] A [SEP] needs room "
+                             f"for one token of A), got {max_seq_length}")
         self.vocab_file = vocab_file
         self.do_lower_case = do_lower_case
         self.max_seq_length = max_seq_length
         self.pad_to_max_length = pad_to_max_length
-        self.tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-        self._cls = self.tokenizer.vocab["[CLS]"]
-        self._sep = self.tokenizer.vocab["[SEP]"]
+        self.never_split = list(never_split or [])
+        self.vocabulary = list(vocab.tokens)
+        self._tokenizer = _shared_tokenizer(vocab, do_lower_case, tuple(self.never_split))
+        self._pad_id = vocab.pad_id
+        self._packer = keras_nlp.layers.MultiSegmentPacker(
+            sequence_length=max_seq_length, start_value=vocab.cls_id, end_value=vocab.sep_id,
+            pad_value=_UNPADDED, truncate="round_robin", dtype="int32")
+        # As keras-nlp's preprocessing layers: string inputs pass through unconverted.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        self.built = True
 
+    @property
+    def tokenizer(self):
+        """The `FullTokenizer` inside (for offsets, or tokens as strings)."""
+        return self._tokenizer
+
+    @tf.autograph.experimental.do_not_convert
     def call(self, inputs):
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
         if len(segments) not in (1, 2):
-            raise ValueError(f"expected one or two text segments, got {len(segments)}")
-        ids = [self.tokenizer.tokenize_ids(tf.convert_to_tensor(s)) for s in segments]
-        lengths = [t.row_lengths() for t in ids]
+            raise ValueError(f"BertPreprocessor packs one or two text segments, got "
+                             f"{len(segments)}")
+        texts = [tf.convert_to_tensor(s, tf.string) for s in segments]
+        unbatched = texts[0].shape.rank == 0
+        if unbatched:
+            texts = [t[None] for t in texts]
+        ids = tuple(self._tokenizer.tokenize_ids(t) for t in texts)
+        token_ids, segment_ids = self._packer(ids)
         if len(ids) == 2:
-            keep = truncated_lengths(*lengths, self.max_seq_length - 3)
-        else:
-            keep = [tf.minimum(lengths[0], self.max_seq_length - 2)]
-        ids = [_head(t, k) for t, k in zip(ids, keep, strict=True)]
-        batch = tf.shape(ids[0].row_lengths())[0]
-        cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self._cls))
-        sep = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], self._sep))
-        parts = [cls, ids[0], sep] + ([ids[1], sep] if len(ids) == 2 else [])
-        segment_parts = [tf.zeros_like(p) for p in parts[:3]] + [tf.ones_like(p) for p in parts[3:]]
-        token_ids = tf.concat(parts, axis=1)
-        segment_ids = tf.concat(segment_parts, axis=1)
-        width = self.max_seq_length if self.pad_to_max_length else None
-        shape = [None, width]
-        return {
-            "token_ids": token_ids.to_tensor(0, shape=shape),
-            "segment_ids": segment_ids.to_tensor(0, shape=shape),
-            "padding_mask": tf.ones_like(token_ids).to_tensor(0, shape=shape),
+            # convert_single_example adds B and its [SEP] only if B has tokens after
+            # truncation; with none to start with, A alone gets the whole budget.
+            emptied = tf.equal(tf.reduce_sum(segment_ids, axis=1), 1)[:, None]
+            dropped = emptied & tf.equal(segment_ids, 1)
+            token_ids = tf.where(dropped, _UNPADDED, token_ids)
+            segment_ids = tf.where(dropped, 0, segment_ids)
+            single_ids, single_segments = self._packer(ids[:1])
+            alone = tf.equal(ids[1].row_lengths(), 0)[:, None]
+            token_ids = tf.where(alone, single_ids, token_ids)
+            segment_ids = tf.where(alone, single_segments, segment_ids)
+        is_token = tf.not_equal(token_ids, _UNPADDED)
+        if not self.pad_to_max_length:
+            width = tf.reduce_max(tf.reduce_sum(tf.cast(is_token, tf.int32), axis=1))
+            token_ids, segment_ids, is_token = (
+                t[:, :width] for t in (token_ids, segment_ids, is_token))
+        outputs = {
+            "token_ids": tf.where(is_token, token_ids, self._pad_id),
+            "segment_ids": tf.cast(segment_ids, tf.int32),
+            "padding_mask": tf.cast(is_token, tf.int32),
         }
+        if unbatched:
+            outputs = {k: v[0] for k, v in outputs.items()}
+        return outputs
 
     def get_config(self):
         config = super().get_config()
@@ -84,11 +131,13 @@ class BertPreprocessor(keras.layers.Layer):
             "do_lower_case": self.do_lower_case,
             "max_seq_length": self.max_seq_length,
             "pad_to_max_length": self.pad_to_max_length,
+            "never_split": self.never_split,
+            "vocabulary": self.vocabulary,
         })
         return config
 
 
-def _head(ragged, lengths):
-    """The first `lengths[i]` items of each row of a 2-D RaggedTensor."""
-    positions = tf.ragged.range(ragged.row_lengths())
-    return tf.ragged.boolean_mask(ragged, positions < lengths[:, None])
+@functools.lru_cache(maxsize=4)
+def _shared_tokenizer(vocab, do_lower_case, never_split):
+    """One FullTokenizer (and one traced graph) for all layers with the same vocab and options."""
+    return FullTokenizer(vocab, do_lower_case=do_lower_case, never_split=list(never_split))

@@ -1,42 +1,131 @@
 """vocab.txt: read with clear errors, special-token ids, `[unusedN]` slots, added tokens."""
 
 import os
+import re
+import tempfile
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # Tokens beside vocab.txt that the tokenizer must emit whole (written by vocab expansion).
 ADDED_TOKENS_FILE = "added_tokens.txt"
+_UNUSED_TOKEN = re.compile(r"\[unused(\d+)\]")
+
+
+class Vocab:
+    """The tokens of a BERT `vocab.txt`, in id order (id = line number - 1).
+
+    Ids are those Google's `tokenization.load_vocab` gives, for every file it reads the same
+    way: tokens are stripped of surrounding whitespace, and empty or duplicate tokens (which
+    Google silently drops or merges, shifting every later id) are errors here.
+
+    Args:
+        tokens: sequence of str. Distinct, non-empty, and including every special token
+            (`[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`).
+        path: str or None. The file the tokens came from, named in errors. Defaults to None.
+    """
+
+    def __init__(self, tokens, path=None):
+        self.tokens = tuple(tokens)
+        self.path = path
+        name = path or "vocabulary"
+        self.ids = {}
+        for i, token in enumerate(self.tokens):
+            if not token or token != token.strip():
+                raise ValueError(f"{name}: token {i} is empty or has surrounding whitespace: "
+                                 f"{token!r}")
+            if token in self.ids:
+                raise ValueError(f"{name}: duplicate token {token!r} (ids {self.ids[token]} "
+                                 f"and {i})")
+            self.ids[token] = i
+        missing = [t for t in SPECIAL_TOKENS if t not in self.ids]
+        if missing:
+            raise ValueError(f"{name}: missing special token(s) {', '.join(missing)}")
+
+    def __len__(self):
+        return len(self.tokens)
+
+    def __eq__(self, other):
+        return isinstance(other, Vocab) and self.tokens == other.tokens
+
+    def __hash__(self):
+        return hash(self.tokens)
+
+    def __contains__(self, token):
+        return token in self.ids
+
+    @property
+    def pad_id(self):
+        return self.ids["[PAD]"]
+
+    @property
+    def unk_id(self):
+        return self.ids["[UNK]"]
+
+    @property
+    def cls_id(self):
+        return self.ids["[CLS]"]
+
+    @property
+    def sep_id(self):
+        return self.ids["[SEP]"]
+
+    @property
+    def mask_id(self):
+        return self.ids["[MASK]"]
+
+    @property
+    def unused_ids(self):
+        """Ids of the `[unusedN]` placeholder tokens, ordered by N (the slots to fill first)."""
+        slots = [(int(m.group(1)), i) for i, token in enumerate(self.tokens)
+                 if (m := _UNUSED_TOKEN.fullmatch(token))]
+        return [i for _, i in sorted(slots)]
+
+    def write(self, path):
+        """Writes the tokens one per line (atomically: a temporary file, then a rename)."""
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="\n", dir=directory,
+                                         prefix=".vocab-", delete=False) as f:
+            f.write("".join(token + "\n" for token in self.tokens))
+        os.replace(f.name, path)
 
 
 def load_vocab(vocab_file):
-    """Returns the tokens of `vocab_file` in id order; errors name the file and line."""
+    """Reads `vocab_file` into a `Vocab`; errors name the file and, where it applies, the line.
+
+    Args:
+        vocab_file: str or os.PathLike. One token per line, UTF-8.
+
+    Returns:
+        `Vocab`.
+    """
     vocab_file = os.fspath(vocab_file)
     try:
         with open(vocab_file, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
         raise FileNotFoundError(f"{vocab_file}: vocab file not found") from None
-    tokens, seen = [], {}
-    for line_number, line in enumerate(raw.split(b"\n"), 1):
+    lines = raw.split(b"\n")  # as tf.gfile's readline: "\n" only, not U+2028 or "\r"
+    if lines[-1] == b"":
+        lines.pop()
+    tokens, first_line = [], {}
+    for line_number, line in enumerate(lines, 1):
         try:
-            token = line.decode("utf-8").rstrip("\r")
+            token = line.decode("utf-8").strip()
         except UnicodeDecodeError as e:
-            raise ValueError(f"{vocab_file}:{line_number}: not UTF-8 ({e.reason})") from None
-        token = token.strip()
+            raise ValueError(f"{vocab_file}:{line_number}: not UTF-8 ({e.reason} at byte "
+                             f"{e.start} of the line)") from None
         if not token:
-            continue
-        if token in seen:
+            raise ValueError(f"{vocab_file}:{line_number}: empty token")
+        if token in first_line:
             raise ValueError(f"{vocab_file}:{line_number}: duplicate token {token!r} "
-                             f"(first on line {seen[token]})")
-        seen[token] = line_number
+                             f"(first on line {first_line[token]})")
+        first_line[token] = line_number
         tokens.append(token)
-    missing = [t for t in SPECIAL_TOKENS if t not in seen]
-    if missing:
-        raise ValueError(f"{vocab_file}: missing special token(s) {', '.join(missing)}")
-    return tokens
+    return Vocab(tokens, path=vocab_file)
 
 
 def load_added_tokens(vocab_file):
-    """Tokens listed in `added_tokens.txt` beside `vocab_file`, or [] if there is none."""
+    """Tokens listed in `added_tokens.txt` beside `vocab_file` (one a line), or [] if none."""
     path = os.path.join(os.path.dirname(os.path.abspath(vocab_file)), ADDED_TOKENS_FILE)
     if not os.path.exists(path):
         return []

@@ -1,89 +1,154 @@
-"""BertPreprocessor: packing, Google's pair truncation, tf.data and tf.function use."""
+"""BertPreprocessor: Google's packing and pair truncation, tf.data, tf.function, saving."""
 
+import ast
+import importlib.util
 import os
+import shutil
+import types
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import flags
 from bert import tokenization as google_tokenization
 
-import kbert
-from kbert.tokenization.packer import truncated_lengths
-
-
-def google_pack(tokenizer, a, b, max_seq_length):
-    """Google's run_classifier packing, with its own `_truncate_seq_pair` loop."""
-    tokens_a, tokens_b = tokenizer.tokenize(a), tokenizer.tokenize(b) if b else None
-    if tokens_b:
-        while len(tokens_a) + len(tokens_b) > max_seq_length - 3:
-            (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
-    else:
-        tokens_a = tokens_a[: max_seq_length - 2]
-    tokens = ["[CLS]", *tokens_a, "[SEP]"] + ([*tokens_b, "[SEP]"] if tokens_b else [])
-    segments = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1 if tokens_b else 0)
-    return tokenizer.convert_tokens_to_ids(tokens), segments
-
+from kbert.tokenization import BertPreprocessor
+from tests import harness
 
 PAIRS = [
     ("The quick brown fox jumps over the lazy dog near the river bank today.", "Short."),
     ("Tiny.", "A much longer second segment that certainly needs to be truncated a lot here."),
     ("Both segments here are fairly long ones indeed.", "And this one is also quite long ok."),
     ("Exactly equal length", "Exactly equal length"),
+    ("Una frase en español, ¿verdad?", ""),  # no B tokens: Google packs A alone
+    ("東京は日本の首都です。", "   "),
 ]
 
 
-@pytest.mark.parametrize("max_seq_length", [9, 12, 16, 64])
-def test_pairs_match_google_truncation(minilm_dir, max_seq_length):
-    vocab_file = os.path.join(minilm_dir, "vocab.txt")
-    if not flags.FLAGS.is_parsed():
-        flags.FLAGS.mark_as_parsed()
-    oracle = google_tokenization.FullTokenizer(vocab_file, do_lower_case=True)
-    layer = kbert.BertPreprocessor(vocab_file, max_seq_length=max_seq_length)
+@pytest.fixture(scope="module")
+def google_classifier():
+    """run_classifier's `convert_single_example` and `InputExample`, Google's own source.
+
+    Only those definitions are executed (the module defines absl flags that clash with other
+    oracles imported in the same pytest process).
+    """
+    path = importlib.util.find_spec("bert.run_classifier").origin
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    wanted = {"InputExample", "PaddingInputExample", "InputFeatures", "convert_single_example",
+              "_truncate_seq_pair"}
+    body = [node for node in tree.body if getattr(node, "name", None) in wanted]
+    module = types.SimpleNamespace()
+    namespace = {"tokenization": google_tokenization, "tf": tf.compat.v1}
+    exec(compile(ast.Module(body, []), path, "exec"), namespace)  # noqa: S102
+    for name in wanted:
+        setattr(module, name, namespace[name])
+    return module
+
+
+def google_pack(classifier, tokenizer, a, b, max_seq_length):
+    example = classifier.InputExample(guid="x", text_a=a, text_b=b, label="0")
+    # ex_index >= 5: no logging.
+    features = classifier.convert_single_example(10, example, ["0"], max_seq_length, tokenizer)
+    return features.input_ids, features.segment_ids, features.input_mask
+
+
+@pytest.mark.parametrize("max_seq_length", [5, 9, 12, 16, 64])
+def test_pairs_match_google(vocab_file, google_tokenizer, google_classifier, max_seq_length):
+    layer = BertPreprocessor(vocab_file, max_seq_length=max_seq_length)
     out = layer((tf.constant([a for a, _ in PAIRS]), tf.constant([b for _, b in PAIRS])))
     for row, (a, b) in enumerate(PAIRS):
-        ids, segments = google_pack(oracle, a, b, max_seq_length)
-        n = len(ids)
-        assert out["token_ids"][row, :n].numpy().tolist() == ids
-        assert out["segment_ids"][row, :n].numpy().tolist() == segments
-        assert out["padding_mask"][row].numpy().sum() == n
-        assert out["token_ids"][row, n:].numpy().sum() == 0
+        ids, segments, mask = google_pack(google_classifier, google_tokenizer(True), a, b,
+                                          max_seq_length)
+        assert out["token_ids"][row].numpy().tolist() == ids, (a, b)
+        assert out["segment_ids"][row].numpy().tolist() == segments
+        assert out["padding_mask"][row].numpy().tolist() == mask
 
 
-def test_truncation_formula_equals_pop_loop():
-    for a in range(0, 12):
-        for b in range(0, 12):
-            for budget in range(1, 15):
-                la, lb = a, b
-                while la + lb > budget:
-                    if la > lb:
-                        la -= 1
-                    else:
-                        lb -= 1
-                got = truncated_lengths(tf.constant([a]), tf.constant([b]), budget)
-                assert (int(got[0][0]), int(got[1][0])) == (la, lb), (a, b, budget)
+@pytest.mark.parametrize("max_seq_length", [3, 4, 5, 8, 11, 16])
+def test_truncation_equals_google_for_all_lengths(vocab_file, google_classifier,
+                                                  max_seq_length):
+    """Every pair of segment lengths 0..13: "a" and "b" are one token each (1037, 1038)."""
+    lengths = [(n_a, n_b) for n_a in range(14) for n_b in range(14)]
+    layer = BertPreprocessor(vocab_file, max_seq_length=max_seq_length)
+    out = layer((tf.constant([" ".join("a" * n) for n, _ in lengths]),
+                 tf.constant([" ".join("b" * n) for _, n in lengths])))["token_ids"].numpy()
+    for (n_a, n_b), row in zip(lengths, out, strict=True):
+        tokens_a, tokens_b = ["a"] * n_a, ["b"] * n_b
+        if tokens_b:
+            google_classifier._truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+        else:
+            tokens_a = tokens_a[:max_seq_length - 2]
+        assert (np.sum(row == 1037), np.sum(row == 1038)) == (len(tokens_a), len(tokens_b))
+        assert np.sum(row == 102) == (2 if tokens_b else 1)
 
 
-def test_single_segment_pad_to_longest_in_tf_data(minilm_dir):
-    layer = kbert.BertPreprocessor(os.path.join(minilm_dir, "vocab.txt"), max_seq_length=8,
-                                   pad_to_max_length=False)
-    data = tf.data.Dataset.from_tensor_slices(["hello world", "a b c d e f g h i j k", ""])
-    batches = list(data.batch(3).map(layer))
-    out = batches[0]
+def test_tf_data_pairs_padded_to_longest(vocab_file):
+    layer = BertPreprocessor(vocab_file, max_seq_length=8, pad_to_max_length=False)
+    data = tf.data.Dataset.from_tensor_slices(
+        (["hello world", "a b c d e f g h i j k", ""], ["pair b", "x", ""]))
+    out = next(iter(data.batch(3).map(lambda a, b: layer((a, b)))))
     assert out["token_ids"].shape == (3, 8)  # the long one is truncated to 8
-    np.testing.assert_array_equal(out["padding_mask"].numpy().sum(1), [4, 8, 2])
-    assert out["token_ids"][2, :2].numpy().tolist() == [101, 102]
-    short = layer(tf.constant(["hi", "ok"]))
-    assert short["token_ids"].shape == (2, 3)
+    np.testing.assert_array_equal(out["padding_mask"].numpy().sum(1), [7, 8, 2])
+    assert out["token_ids"][2].numpy().tolist() == [101, 102, 0, 0, 0, 0, 0, 0]
+    assert out["segment_ids"][0].numpy().tolist() == [0, 0, 0, 0, 1, 1, 1, 0]
+    assert layer(tf.constant(["hi", "ok"]))["token_ids"].shape == (2, 3)
+    unbatched = layer(tf.constant("hello world"))  # a scalar string
+    assert unbatched["token_ids"].numpy().tolist() == [101, 7592, 2088, 102]
 
 
-def test_in_tf_function_and_feeds_encoder(minilm_google_dir):
-    layer = kbert.BertPreprocessor(os.path.join(minilm_google_dir, "vocab.txt"),
-                                   max_seq_length=16)
-    encoder = kbert.BertEncoder.from_google_checkpoint(minilm_google_dir)
+def test_tf_function_and_saved_model(vocab_file, tmp_path):
+    copy = tmp_path / "vocab" / "vocab.txt"
+    copy.parent.mkdir()
+    shutil.copy(vocab_file, copy)
+    layer = BertPreprocessor(str(copy), max_seq_length=16)
+    module = tf.Module()
+    module.layer = layer
+    module.serve = tf.function(layer, input_signature=[tf.TensorSpec([None], tf.string)])
+    texts = tf.constant(["Hello there!", "General Kenobi", ""])
+    expected = module.serve(texts)
+    assert expected["padding_mask"].numpy().sum(1).tolist() == [5, 6, 2]
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    shutil.rmtree(copy.parent)  # the SavedModel carries the vocabulary
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    got = loaded.serve(texts)
+    for key in ("token_ids", "segment_ids", "padding_mask"):
+        np.testing.assert_array_equal(got[key], expected[key])
+        assert got[key].dtype == tf.int32
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def embed(texts):
-        return encoder(layer(texts))["pooled_output"]
 
-    assert embed(tf.constant(["hello there", "general kenobi"])).shape == (2, 384)
+def test_config_and_keras_file_round_trip(vocab_file, tmp_path):
+    layer = BertPreprocessor(vocab_file, do_lower_case=False, max_seq_length=10,
+                             pad_to_max_length=False)
+    clone = harness.assert_config_roundtrip(layer)
+    assert clone.vocabulary == layer.vocabulary and not clone.do_lower_case
+    texts = keras.Input(shape=(), dtype="string")
+    model = keras.Model(texts, layer(texts))
+    inputs = tf.constant(["Hello World", "Straße"])
+    expected = model(inputs)
+    model.save(tmp_path / "preprocessor.keras")
+    loaded = keras.saving.load_model(tmp_path / "preprocessor.keras")  # safe_mode
+    for key, value in loaded(inputs).items():
+        np.testing.assert_array_equal(value, expected[key])
+
+
+def test_never_split_and_errors(vocab_file, tmp_path):
+    with open(vocab_file, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    lines[lines.index("[unused7]")] = "covid-19"
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "added_tokens.txt").write_text("covid-19\n", encoding="utf-8")
+    layer = BertPreprocessor(str(path), max_seq_length=8)
+    assert layer.never_split == ["covid-19"]
+    assert layer(tf.constant(["covid-19!"]))["token_ids"][0, :4].numpy().tolist() == [
+        101, 8, 999, 102]
+    assert layer.get_config()["never_split"] == ["covid-19"]
+    with pytest.raises(ValueError, match="max_seq_length must be at least 3"):
+        BertPreprocessor(vocab_file, max_seq_length=2)
+    with pytest.raises(ValueError, match="needs vocab_file or vocabulary"):
+        BertPreprocessor()
+    with pytest.raises(FileNotFoundError, match="nope.txt: vocab file not found"):
+        BertPreprocessor(os.path.join(tmp_path, "nope.txt"))
+    with pytest.raises(ValueError, match="one or two text segments, got 3"):
+        layer((tf.constant(["a"]),) * 3)

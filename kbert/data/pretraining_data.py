@@ -1,0 +1,453 @@
+"""Raw text files -> sharded pretraining TFRecords in Google's schema (create_pretraining_data).
+
+Each shard is the instances of one byte range of the input (`kbert.data.corpus.partition`), so
+shards are independent: written one after the other here, or in parallel by
+`kbert.data.pretraining_beam`, with the same bytes. Within a shard, documents are read in
+chunks of `chunk_bytes` of text; each chunk is tokenized in one TF op (tensorflow-text's
+`FastBertTokenizer`), paired and masked by `kbert.data.pretraining` with its own random
+generator, seeded by (seed, shard, chunk), and written by the vectorized encoder of
+`kbert.data.records`. Reading, tokenizing and pairing run one chunk ahead in a thread.
+"""
+
+import dataclasses
+import functools
+import hashlib
+import itertools
+import os
+import queue
+import re
+import sys
+import threading
+import time
+import typing
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from kbert import tokenization
+from kbert.data import corpus
+from kbert.data import features as features_lib
+from kbert.data import pretraining
+from kbert.data import records
+
+
+def load_vocab(vocab_file):
+    """The tokens of `vocab_file` in id order, as a list (`kbert.tokenization.load_vocab`)."""
+    return list(tokenization.load_vocab(vocab_file).tokens)
+
+
+class BatchTokenizer:
+    """Sentences -> Google's word-piece ids for a whole batch at once, in-graph and fast.
+
+    `kbert.tokenization.FullTokenizer` gives exactly Google's tokens; tf-text's
+    `FastBertTokenizer` is about 4x faster but normalises some characters its own way ("…"
+    becomes "...", "½" "1⁄2", "ß" "ss", ...). So sentences of printable ASCII, and sentences
+    whose other characters both tokenizers treat alike, take the fast one, and the rest the
+    exact one: the ids are always FullTokenizer's. A character is checked once, alone and
+    between letters, digits, punctuation and spaces; on English Wikipedia 0.2% of the
+    sentences need the exact tokenizer.
+
+    With `exact=False` every sentence takes `FastBertTokenizer` (no FullTokenizer to build,
+    ~2 s less start-up), and 0.2% of English Wikipedia's sentences get other ids than Google's.
+
+    Args:
+        vocab_file: str. `vocab.txt`.
+        do_lower_case: bool. Lower-case and strip accents (uncased models).
+        exact: bool. Give exactly FullTokenizer's ids. Defaults to True.
+    """
+
+    # Sentences with a run of non-space characters longer than this take the exact tokenizer:
+    # Google's word limit is 200 characters, FastBertTokenizer's 200 bytes.
+    _LONG_RUN = re.compile(r"\S{51}")
+    _OTHER = re.compile(r"[^\x20-\x7e]")  # not printable ASCII
+    _CONTEXTS = ("{}", "a{}", "{}a", "a{}a", "A{}A", "1{}1", ". {} .", "{}{}")
+
+    def __init__(self, vocab_file, do_lower_case=True, exact=True):
+        import tensorflow_text as tf_text
+
+        self.exact = (tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+                      if exact else None)
+        vocab = load_vocab(vocab_file)
+        self._fast = tf_text.FastBertTokenizer(
+            vocab=vocab, lower_case_nfd_strip_accents=do_lower_case, token_out_type=tf.int32,
+            unknown_token="[UNK]", max_bytes_per_word=200)
+        self._checked, self._unsafe = set(), set()  # characters; those the two disagree on
+
+    def __call__(self, sentences):
+        """Returns (ids int32 [tokens], lengths int64 [sentences])."""
+        if self.exact is None:
+            return self._tokenize(self._fast, sentences)
+        others = [(i, set(self._OTHER.findall(s))) for i, s in enumerate(sentences)
+                  if not (s.isascii() and s.isprintable())]
+        new = set().union(*(chars for _, chars in others)) - self._checked
+        if new:
+            self._check(sorted(new))
+        exact = [i for i, chars in others
+                 if not self._unsafe.isdisjoint(chars) or self._LONG_RUN.search(sentences[i])]
+        if not exact:
+            return self._tokenize(self._fast, sentences)
+        fast = np.setdiff1d(np.arange(len(sentences)), exact)
+        parts = [self._tokenize(self._fast, [sentences[i] for i in fast]),
+                 self._tokenize(self.exact, [sentences[i] for i in exact])]
+        # Back to the input order: a ragged gather of the rows of both parts.
+        ids = np.concatenate([parts[0][0], parts[1][0]])
+        lengths = np.concatenate([parts[0][1], parts[1][1]])
+        rows = np.argsort(np.concatenate([fast, exact]))  # input row -> row of `ids`
+        starts = (np.cumsum(lengths) - lengths)[rows]
+        lengths = lengths[rows]
+        index = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(
+            lengths.sum())
+        return ids[index], lengths
+
+    def _check(self, characters):
+        probes = [context.format(c, c) for c in characters for context in self._CONTEXTS]
+        fast_ids, fast_lengths = self._tokenize(self._fast, probes)
+        exact_ids, exact_lengths = self._tokenize(self.exact, probes)
+        fast_rows = np.split(fast_ids, np.cumsum(fast_lengths)[:-1])
+        exact_rows = np.split(exact_ids, np.cumsum(exact_lengths)[:-1])
+        per_char = len(self._CONTEXTS)
+        for i, c in enumerate(characters):
+            rows = range(i * per_char, (i + 1) * per_char)
+            if not all(np.array_equal(fast_rows[r], exact_rows[r]) for r in rows):
+                self._unsafe.add(c)
+        self._checked.update(characters)
+
+    @staticmethod
+    def _tokenize(tokenizer, sentences):
+        if not sentences:
+            return np.zeros(0, np.int32), np.zeros(0, np.int64)
+        if isinstance(tokenizer, tokenization.FullTokenizer):
+            ragged = tokenizer.tokenize_ids(tf.constant(sentences))
+        else:
+            ragged = tokenizer.tokenize(tf.constant(sentences))
+        return ragged.flat_values.numpy().astype(np.int32), ragged.row_lengths().numpy()
+
+
+@functools.lru_cache(maxsize=2)
+def _cached_tokenizer(vocab_file, do_lower_case, exact):
+    return BatchTokenizer(vocab_file, do_lower_case, exact)  # building it takes 1 to 3 s
+
+
+def tokenize_documents(documents, tokenizer):
+    """Lists of sentence strings -> `TokenizedDocuments` (empty sentences, documents dropped)."""
+    sentences = [s for d in documents for s in d]
+    ids, lengths = tokenizer(sentences)
+    per_document = np.array([len(d) for d in documents], np.int64)
+    keep = lengths > 0
+    # Sentences kept per document, then documents that keep any.
+    doc_of_sentence = np.repeat(np.arange(len(documents)), per_document)
+    kept_per_document = np.bincount(doc_of_sentence[keep], minlength=len(documents))
+    kept_per_document = kept_per_document[kept_per_document > 0]
+    sentence_splits = np.concatenate([[0], np.cumsum(lengths[keep])]).astype(np.int64)
+    document_splits = np.concatenate([[0], np.cumsum(kept_per_document)]).astype(np.int64)
+    return pretraining.TokenizedDocuments(ids.astype(np.int32), sentence_splits, document_splits)
+
+
+def create_pretraining_data(input_file, output_file, vocab_file, *, config=None,
+                            do_lower_case=True, random_seed=12345, num_shards=None,
+                            input_format="text", skip_bad_lines=False, chunk_bytes=4 << 20,
+                            exact_tokenization=True, progress=True):
+    """Raw text files -> sharded pretraining TFRecords in Google's schema, plus `*_meta.json`.
+
+    Each shard is the instances of one byte range of the input (`kbert.data.corpus`), written
+    to a temporary name and renamed when complete; a re-run with the same settings skips the
+    shards that exist. Output is a function of (inputs, settings, seed, shard count) only.
+
+    Args:
+        input_file: str. Comma-separated files or globs.
+        output_file: str. Comma-separated files, `name@N`, or one name (see `num_shards`).
+        vocab_file: str. `vocab.txt`.
+        config: `kbert.data.PretrainingDataConfig`. Defaults to Google's defaults.
+        do_lower_case: bool. Defaults to True.
+        random_seed: int. Defaults to 12345 (Google's).
+        num_shards: int or None. Shards for a single output name.
+        input_format: str. "text" or "wikiextractor". Defaults to "text".
+        skip_bad_lines: bool. Skip (and log) lines that are not UTF-8. Defaults to False.
+        chunk_bytes: int. Text per chunk; random next segments and the shuffle stay within a
+            chunk, and memory is proportional to it. Defaults to 4 MiB.
+        exact_tokenization: bool. Exactly Google's FullTokenizer ids (see `BatchTokenizer`);
+            False is faster to start and differs on a few sentences. Defaults to True.
+        progress: bool. Show a progress line with instances/s on stderr. Defaults to True.
+
+    Returns:
+        dict: shard path -> number of instances.
+
+    Example:
+    ```python
+    kbert.data.create_pretraining_data(
+        "corpus/wiki_*", "out/train.tfrecord", "vocab.txt", num_shards=8,
+        input_format="wikiextractor", config=kbert.data.PretrainingDataConfig(dupe_factor=5))
+    ```
+    """
+    plan = plan_shards(input_file, output_file, vocab_file, config=config,
+                       do_lower_case=do_lower_case, random_seed=random_seed,
+                       num_shards=num_shards, input_format=input_format,
+                       skip_bad_lines=skip_bad_lines, chunk_bytes=chunk_bytes,
+                       exact_tokenization=exact_tokenization)
+    bar = _Progress(plan.total_bytes, enabled=progress)
+    for job in plan.jobs:
+        name = os.path.basename(job.path)
+        if plan.meta["shards"][name] is not None:
+            logging.info("%s: complete, skipped", job.path)
+            bar.skip(job.byte_range, plan.meta["shards"][name])
+            continue
+        count = write_shard(job, bar)
+        plan.meta["shards"][name] = count
+        records.write_meta(plan.meta_file, plan.meta)
+        logging.info("%s: %d instances", job.path, count)
+    bar.close()
+    return finish_shards(plan, {})
+
+
+class ShardJob(typing.NamedTuple):
+    """Everything `write_shard` needs to write one shard (picklable: Beam ships it)."""
+
+    path: str
+    byte_range: corpus.ByteRange
+    vocab_file: str
+    vocab: tuple
+    config: pretraining.PretrainingDataConfig
+    do_lower_case: bool
+    random_seed: int
+    input_format: str
+    skip_bad_lines: bool
+    chunk_bytes: int
+    exact_tokenization: bool
+
+
+class ShardPlan(typing.NamedTuple):
+    """All shards of one output (`jobs`), its sidecar, and the sidecar's current content."""
+
+    jobs: list
+    meta_file: str
+    meta: dict
+    total_bytes: int
+    input_file: str
+
+
+def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_case=True,
+                random_seed=12345, num_shards=None, input_format="text", skip_bad_lines=False,
+                chunk_bytes=4 << 20, exact_tokenization=True):
+    """Checks the inputs, starts (or reloads) the sidecar and lays out one job per shard.
+
+    The arguments are `create_pretraining_data`'s. A shard whose count in `meta["shards"]`
+    is not None is complete.
+    """
+    config = config or pretraining.PretrainingDataConfig()
+    if input_format not in corpus.INPUT_FORMATS:
+        raise ValueError(f"input_format must be one of {corpus.INPUT_FORMATS}, got "
+                         f"{input_format!r}")
+    files = corpus.list_input_files(input_file)
+    vocab = tuple(load_vocab(vocab_file))
+    pretraining.Vocab.from_tokens(vocab)  # fails early on a vocab without [CLS], [SEP], [MASK]
+    total_bytes = sum(os.path.getsize(f) for f in files)
+    if total_bytes == 0:
+        raise ValueError(f"{input_file}: the input is empty")
+    paths = records.shard_paths(output_file, num_shards)
+    meta_file = records.meta_path(output_file)
+    settings = {**dataclasses.asdict(config), "do_lower_case": do_lower_case,
+                "random_seed": random_seed, "input_format": input_format,
+                "chunk_bytes": chunk_bytes, "exact_tokenization": exact_tokenization,
+                "input_files": [[os.path.abspath(f), os.path.getsize(f)] for f in files],
+                "vocab_sha256": hashlib.sha256("\n".join(vocab).encode()).hexdigest()}
+    meta = _start_meta(meta_file, paths, settings, config)
+    for path in paths:  # a shard counts as complete only while its file exists
+        if not os.path.exists(path):
+            meta["shards"][os.path.basename(path)] = None
+    jobs = [ShardJob(path, byte_range, os.path.abspath(vocab_file), vocab, config,
+                     do_lower_case, random_seed, input_format, skip_bad_lines, chunk_bytes,
+                     exact_tokenization)
+            for path, byte_range in zip(paths, corpus.partition(files, len(paths)),
+                                        strict=True)]
+    return ShardPlan(jobs, meta_file, meta, total_bytes, input_file)
+
+
+def write_shard(job, progress=None):
+    """Writes one shard (atomically) and returns its number of instances."""
+    tokenizer = _cached_tokenizer(job.vocab_file, job.do_lower_case, job.exact_tokenization)
+    vocab = pretraining.Vocab.from_tokens(job.vocab)
+    config, byte_range = job.config, job.byte_range
+    count = 0
+    if progress:
+        progress.begin(byte_range)
+    with records.record_writer(job.path) as writer:
+        chunks = _chunks(corpus.read_documents(
+            byte_range, job.input_format, skip_bad_lines=job.skip_bad_lines,
+            on_bytes=progress.add_bytes if progress else None), job.chunk_bytes)
+
+        def plan(chunk_index, documents):  # create_instances, up to the batches
+            rng = np.random.default_rng([job.random_seed, byte_range.index, chunk_index])
+            tokenized = tokenize_documents(documents, tokenizer)
+            return tokenized.ids, pretraining.shuffled_spans(tokenized, config, rng), rng
+
+        # Reading, tokenizing (a TF op, free of the GIL) and pairing sentences run a chunk
+        # ahead in a thread, while this one masks (numpy), encodes and writes.
+        for ids, spans, rng in _in_background(itertools.starmap(plan, enumerate(chunks))):
+            for batch in pretraining.instance_batches(ids, spans, config, vocab, rng):
+                for record in records.encode_examples(batch, features_lib.PRETRAINING_FEATURES):
+                    writer.write(record)
+                count += len(batch["input_ids"])
+                if progress:
+                    progress.add_instances(len(batch["input_ids"]))
+    if progress:
+        progress.end(byte_range)
+    return count
+
+
+def finish_shards(plan, counts):
+    """Records `counts` (shard name -> instances) in the sidecar, with the total; fails (and
+    removes the output) if no shard has an instance."""
+    meta = plan.meta
+    meta["shards"].update(counts)
+    by_path = {job.path: meta["shards"][os.path.basename(job.path)] for job in plan.jobs}
+    missing = [path for path, count in by_path.items() if count is None]
+    if missing:
+        raise RuntimeError(f"shards not written: {', '.join(missing)}")
+    if not any(by_path.values()):
+        for path in [*by_path, plan.meta_file]:
+            if os.path.exists(path):
+                os.remove(path)
+        raise ValueError(f"{plan.input_file}: no document has any text; nothing written")
+    meta["num_instances"] = sum(by_path.values())
+    records.write_meta(plan.meta_file, meta)
+    return by_path
+
+
+def _start_meta(meta_file, paths, settings, config):
+    """Loads the sidecar of an earlier run with the same settings, or starts a new one."""
+    if os.path.exists(meta_file):
+        meta = records.read_meta(meta_file)
+        old = meta.get("settings", {})
+        changed = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+        names = [os.path.basename(p) for p in paths]
+        if changed or sorted(meta.get("shards", {})) != sorted(names):
+            detail = ", ".join(f"{k}: {old.get(k)!r} -> {settings.get(k)!r}" for k in changed)
+            raise ValueError(f"{meta_file}: existing output was written with other settings "
+                             f"({detail or 'other shards'}); remove it or choose another "
+                             "output_file")
+        meta.pop("num_instances", None)
+        return meta
+    meta = {
+        "schema": records.serialized_schema(
+            features_lib.PRETRAINING_FEATURES, max_seq_length=config.max_seq_length,
+            max_predictions_per_seq=config.max_predictions_per_seq),
+        "max_seq_length": config.max_seq_length,
+        "max_predictions_per_seq": config.max_predictions_per_seq,
+        "settings": settings,
+        "shards": {os.path.basename(p): None for p in paths},
+    }
+    for path in paths:  # files of an earlier, different run with no sidecar are not trusted
+        if os.path.exists(path):
+            raise ValueError(f"{path}: exists but {meta_file} does not; remove it or choose "
+                             "another output_file")
+    records.write_meta(meta_file, meta)
+    return meta
+
+
+def _in_background(iterable, depth=1):
+    """Iterates `iterable` in a thread, up to `depth` items ahead; its errors re-raise here."""
+    items = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(entry):
+        while not stop.is_set():
+            try:
+                items.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def produce():
+        try:
+            for item in iterable:
+                if not put((item, None)):
+                    return
+            put((done, None))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            put((done, e))
+
+    thread = threading.Thread(target=produce, daemon=True, name="kbert-tokenize")
+    thread.start()
+    try:
+        while True:
+            item, error = items.get()
+            if error is not None:
+                raise error
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _chunks(documents, chunk_bytes):
+    """Groups documents (lists of sentences) into lists of about `chunk_bytes` of text."""
+    chunk, size = [], 0
+    for document in documents:
+        chunk.append(document)
+        size += sum(len(s) for s in document)
+        if size >= chunk_bytes:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+class _Progress:
+    """One stderr line: percent of input read, instances, instances/s, elapsed."""
+
+    def __init__(self, total_bytes, enabled=True, interval=0.5):
+        self.total, self.enabled, self.interval = total_bytes, enabled, interval
+        self.bytes = self.limit = self.instances = self.skipped = 0
+        self.start = self.last = time.monotonic()
+        self.tty = sys.stderr.isatty()
+
+    def begin(self, byte_range):
+        self.bytes, self.limit = byte_range.start, byte_range.end
+
+    def end(self, byte_range):
+        self.bytes = byte_range.end
+        self._show()
+
+    def skip(self, byte_range, instances):
+        self.instances += instances
+        self.skipped += instances  # not made by this run: left out of the rate
+        self.end(byte_range)
+
+    def add_bytes(self, num_bytes):
+        # A range's reader also reads past its end to finish its last document.
+        self.bytes = min(self.bytes + num_bytes, self.limit)
+        self._show()
+
+    def add_instances(self, count):
+        self.instances += count
+        self._show()
+
+    def line(self):
+        elapsed = time.monotonic() - self.start
+        rate = (self.instances - self.skipped) / max(elapsed, 1e-9)
+        percent = 100 * min(self.bytes, self.total) / max(self.total, 1)
+        return (f"{percent:5.1f}% of {self.total / 1e6:.1f} MB  {self.instances:,} instances  "
+                f"{rate:,.0f} instances/s  {elapsed:.0f}s")
+
+    def _show(self, force=False):
+        now = time.monotonic()
+        if not self.enabled or (not force and now - self.last < (
+                self.interval if self.tty else 30)):
+            return
+        self.last = now
+        if self.tty:
+            sys.stderr.write("\r" + self.line())
+            sys.stderr.flush()
+        else:
+            logging.info("%s", self.line())
+
+    def close(self):
+        if self.enabled:
+            self._show(force=True)
+            if self.tty:
+                sys.stderr.write("\n")

@@ -1,0 +1,63 @@
+"""Pretraining TFRecords -> tf.data batches of (inputs, labels, sample weights) for `fit`."""
+
+import tensorflow as tf
+
+from kbert.data import corpus
+from kbert.data import features as features_lib
+from kbert.data import records
+
+
+def pretraining_dataset(file_pattern, batch_size, *, max_seq_length=None,
+                        max_predictions_per_seq=None, shuffle=True, repeat=True, seed=None,
+                        shuffle_buffer=10000, cycle_length=4, drop_remainder=True):
+    """Pretraining TFRecords -> batches of `(inputs, labels, sample_weights)` for `fit`.
+
+    With `shuffle`, files are shuffled, read `cycle_length` at a time (interleaved) and records
+    shuffled (Google's run_pretraining.py `input_fn_builder` for training); without, files are
+    read one after the other. Then batched, parsed and prefetched.
+
+    Args:
+        file_pattern: str or list of str. Files or globs, comma-separated allowed.
+        batch_size: int.
+        max_seq_length: int or None. Defaults to the value in the files' `*_meta.json`.
+        max_predictions_per_seq: int or None. Same.
+        shuffle: bool. Shuffle files and records; False reads in order. Defaults to True.
+        repeat: bool. Repeat forever. Defaults to True.
+        seed: int or None. Shuffle seed.
+        shuffle_buffer: int. Records in the shuffle buffer. Defaults to 10000.
+        cycle_length: int. Files read at once. Defaults to 4.
+        drop_remainder: bool. Defaults to True (static batch shape).
+
+    Returns:
+        `tf.data.Dataset` of (inputs, labels, sample_weights); see
+        `kbert.data.features.to_pretraining_inputs`.
+
+    Example:
+    ```python
+    ds = kbert.data.pretraining_dataset("out/train.tfrecord-*", batch_size=32)
+    pretrainer.fit(ds, steps_per_epoch=1000)
+    ```
+    """
+    files = corpus.list_input_files(file_pattern)
+    if max_seq_length is None or max_predictions_per_seq is None:
+        meta = records.find_meta(files)
+        if meta is None:
+            raise ValueError(f"{file_pattern}: no *_meta.json lists these files; pass "
+                             "max_seq_length and max_predictions_per_seq")
+        max_seq_length = max_seq_length or meta["max_seq_length"]
+        max_predictions_per_seq = max_predictions_per_seq or meta["max_predictions_per_seq"]
+    if shuffle:
+        ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files), seed=seed)
+        ds = ds.repeat() if repeat else ds
+        ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(cycle_length, len(files)),
+                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+        ds = ds.shuffle(shuffle_buffer, seed=seed)
+    else:  # file by file, in order (Google's eval input)
+        ds = tf.data.TFRecordDataset(files)
+        ds = ds.repeat() if repeat else ds
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    ds = ds.map(lambda serialized: features_lib.to_pretraining_inputs(
+        features_lib.parse_pretraining_examples(
+            serialized, max_seq_length, max_predictions_per_seq)),
+        num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)

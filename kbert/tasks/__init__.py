@@ -1,0 +1,1 @@
+"""Recipes as importable API: optimizer, metrics, build -> compile -> fit -> evaluate -> write."""

@@ -1,0 +1,105 @@
+"""BERT's optimizer: AdamW with decoupled weight decay, linear warm-up, then linear decay to 0.
+
+As Google's optimization.py `create_optimizer`, for fine-tuning and pretraining alike, built
+from Keras parts: `keras.optimizers.AdamW` with `exclude_from_weight_decay`, and a schedule.
+One difference stays: Keras' Adam corrects the moment bias, Google's `AdamWeightDecayOptimizer`
+does not (TF Model Garden's port corrects it too); it only changes the first few hundred steps.
+"""
+
+import keras
+
+# Google excludes "LayerNorm", "layer_norm" and "bias" by variable name. Keras matches
+# `variable.name`, the last path component: LayerNorm weights are "gamma" and "beta", and
+# "bias" also covers the MLM head's "output_bias".
+NO_WEIGHT_DECAY = ("gamma", "beta", "bias")
+
+
+# Keras has no warm-up + linear decay schedule: `PolynomialDecay` has no warm-up and
+# `CosineDecay`'s warm-up is followed by a cosine, not a linear, decay. So a small one.
+@keras.saving.register_keras_serializable(package="kbert")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up from 0, then linear decay to 0 at `num_train_steps`, as Google's.
+
+    At step `s` (0-based): `learning_rate * s / num_warmup_steps` while
+    `s < num_warmup_steps`, else `learning_rate * (1 - min(s, num_train_steps) /
+    num_train_steps)`. The decay counts from step 0, not from the end of warm-up, exactly as
+    Google's optimization.py (`polynomial_decay` with power 1, then the warm-up override), so
+    the rate steps down by a factor `1 - num_warmup_steps / num_train_steps` there.
+
+    Args:
+        learning_rate: float. The peak rate.
+        num_train_steps: int. Steps to decay over; the rate is 0 from there on.
+        num_warmup_steps: int. Steps of linear warm-up. Defaults to 0.
+    """
+
+    def __init__(self, learning_rate, num_train_steps, num_warmup_steps=0):
+        if num_train_steps <= 0 or not 0 <= num_warmup_steps <= num_train_steps:
+            raise ValueError(f"Need 0 <= num_warmup_steps ({num_warmup_steps}) <= "
+                             f"num_train_steps ({num_train_steps}) and num_train_steps > 0")
+        self.learning_rate = learning_rate
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32")
+        decayed = self.learning_rate * (
+            1.0 - keras.ops.minimum(step, float(self.num_train_steps)) / self.num_train_steps)
+        if not self.num_warmup_steps:
+            return decayed
+        warmup = self.learning_rate * step / self.num_warmup_steps
+        return keras.ops.where(step < self.num_warmup_steps, warmup, decayed)
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps}
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class AdamW(keras.optimizers.AdamW):
+    """`keras.optimizers.AdamW` whose weight-decay exclusions survive `model.save`.
+
+    Keras' `exclude_from_weight_decay` is not part of the optimizer config, so a reloaded
+    model would start decaying LayerNorm weights and biases; here the names are an argument.
+
+    Args:
+        weight_decay_exclusions: sequence of str. Regular expressions; variables whose
+            `name` matches one are not decayed. Defaults to `NO_WEIGHT_DECAY`.
+        **kwargs: `keras.optimizers.AdamW` arguments.
+    """
+
+    def __init__(self, weight_decay_exclusions=NO_WEIGHT_DECAY, **kwargs):
+        super().__init__(**kwargs)
+        self.weight_decay_exclusions = tuple(weight_decay_exclusions)
+        self.exclude_from_weight_decay(var_names=list(self.weight_decay_exclusions))
+
+    def get_config(self):
+        config = super().get_config()
+        config["weight_decay_exclusions"] = list(self.weight_decay_exclusions)
+        return config
+
+
+def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, weight_decay=0.01,
+                     global_clipnorm=1.0):
+    """The BERT optimizer, as Google's optimization.py `create_optimizer`.
+
+    Args:
+        learning_rate: float. Peak learning rate (e.g. 2e-5 to 5e-5 to fine-tune).
+        num_train_steps: int. Total optimizer steps; the rate reaches 0 there.
+        num_warmup_steps: int. Linear warm-up steps (Google: 10% of `num_train_steps`).
+        weight_decay: float. Decoupled weight decay, not applied to LayerNorm weights and
+            biases. Defaults to 0.01.
+        global_clipnorm: float. Clip gradients to this global norm, as Google (1.0).
+
+    Returns:
+        a `kbert.tasks.optimization.AdamW` (beta_1 0.9, beta_2 0.999, epsilon 1e-6).
+
+    Example:
+    ```python
+    optimizer = kbert.create_optimizer(2e-5, num_train_steps=3 * steps_per_epoch,
+                                       num_warmup_steps=int(0.3 * steps_per_epoch))
+    classifier.compile(optimizer=optimizer)
+    ```
+    """
+    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    return AdamW(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-6, global_clipnorm=global_clipnorm)

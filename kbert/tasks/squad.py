@@ -1,0 +1,306 @@
+"""SQuAD v1.1 / v2.0 fine-tuning: read -> featurize -> fit (resumable) -> predict -> evaluate.
+
+`run_squad` is the recipe behind tools/run_squad.py; its parts are usable alone:
+`build_model`, `train` (model.fit on the mean of the start and end cross-entropies, BERT's
+AdamW schedule, `keras.callbacks.BackupAndRestore`), `predict_logits`, and
+`kbert.tasks.squad_postprocess` / `kbert.tasks.squad_metrics` for answers and scores.
+
+Batches are cut to their longest window (rounded up to 16), and training batches are drawn
+from pools of 64 batches sorted by length, so little time goes to padding; the data order is a
+function of (seed, step), so a resumed run sees the batches it would have seen.
+"""
+
+import json
+import math
+import os
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from kbert import io
+from kbert.data import squad as squad_data
+from kbert.models.encoder import BertEncoder
+from kbert.models.span_labeler import MASKED_LOGIT
+from kbert.models.span_labeler import BertSpanLabeler
+from kbert.tasks import optimization
+from kbert.tasks import squad_metrics
+from kbert.tasks import squad_postprocess
+from kbert.tokenization.tokenizer import FullTokenizer
+
+MODEL_FILE = "span_labeler.keras"
+BACKUP_DIR = "backup"
+TRAIN_RESULTS_FILE = "train_results.json"
+EVAL_RESULTS_FILE = "eval_results.json"
+_POOL_BATCHES = 64  # batches per length-sorted pool
+_WIDTH_MULTIPLE = 16  # batch widths are rounded up to this, to bound retracing
+
+
+def build_model(init_checkpoint=None, bert_config_file=None, allow_null=False):
+    """A `BertSpanLabeler` from a `.keras` file, a Google checkpoint, or a fresh config.
+
+    Args:
+        init_checkpoint: str or None. A saved `.keras` span labeler, or a Google release /
+            training directory / checkpoint prefix (its `cls/squad` head is loaded if present).
+        bert_config_file: str or None. `bert_config.json`; required without a checkpoint,
+            else defaults to the one beside it.
+        allow_null: bool. SQuAD 2.0's [CLS] "no answer". Defaults to False.
+    """
+    if init_checkpoint and init_checkpoint.endswith(".keras"):
+        model = keras.saving.load_model(init_checkpoint)
+        if model.allow_null != allow_null:
+            raise ValueError(f"{init_checkpoint}: allow_null is {model.allow_null}; this run "
+                             f"needs {allow_null} (version_2_with_negative)")
+        return model
+    if init_checkpoint:
+        return BertSpanLabeler.from_google_checkpoint(init_checkpoint, allow_null,
+                                                      config=bert_config_file)
+    if not bert_config_file:
+        raise ValueError("pass init_checkpoint, or bert_config_file for a model from scratch")
+    return BertSpanLabeler(BertEncoder.from_config_file(bert_config_file), allow_null)
+
+
+def training_batches(features, batch_size, seed=0, start_step=0, group_by_length=True):
+    """Endless (inputs, targets) batches of training windows, from global step `start_step`.
+
+    Each epoch is a permutation drawn from `seed` and the epoch number; the last partial batch
+    is dropped, as Google's. With `group_by_length`, pools of 64 batches are sorted by window
+    length before they are cut into batches, and the batches are shuffled again.
+
+    Yields:
+        (dict of int32 [batch, width] model inputs, dict of int32 [batch] `start_logits` and
+        `end_logits` targets); width is the longest window of the batch rounded up to 16.
+    """
+    if features.start_positions is None:
+        raise ValueError("features have no labels; featurize with is_training=True")
+    lengths = features.padding_mask.sum(axis=1)
+    steps_per_epoch = len(features) // batch_size
+    if steps_per_epoch < 1:
+        raise ValueError(f"{len(features)} training windows make no batch of {batch_size}")
+    epoch, skip = divmod(start_step, steps_per_epoch)
+    while True:
+        rng = np.random.default_rng([seed, epoch])
+        order = rng.permutation(len(features))[:steps_per_epoch * batch_size]
+        if group_by_length:
+            pool = _POOL_BATCHES * batch_size
+            for i in range(0, len(order), pool):
+                order[i:i + pool] = order[i:i + pool][np.argsort(lengths[order[i:i + pool]],
+                                                                 kind="stable")]
+        batches = order.reshape(steps_per_epoch, batch_size)
+        if group_by_length:
+            batches = batches[rng.permutation(steps_per_epoch)]
+        for rows in batches[skip:]:
+            inputs, _ = _batch_inputs(features, rows, lengths)
+            yield inputs, {"start_logits": features.start_positions[rows],
+                           "end_logits": features.end_positions[rows]}
+        epoch, skip = epoch + 1, 0
+
+
+def _batch_inputs(features, rows, lengths):
+    seq = features.token_ids.shape[1]
+    width = min(seq, -(-int(lengths[rows].max()) // _WIDTH_MULTIPLE) * _WIDTH_MULTIPLE)
+    return {name: array[rows, :width] for name, array in features.inputs().items()}, width
+
+
+def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
+          learning_rate=5e-5, warmup_proportion=0.1, save_checkpoints_steps=1000, seed=12345,
+          group_by_length=True, log_every_steps=50, callbacks=(), verbose=2, run_eagerly=False,
+          jit_compile=False):
+    """Fine-tunes `model` with `model.fit`; resumes from `output_dir/backup` if it is there.
+
+    Steps are `int(len(features) // batch_size * num_train_epochs)`, rounded up so that
+    they split into equal parts of at most `save_checkpoints_steps`; each part is one Keras
+    "epoch", after which `BackupAndRestore` saves weights, optimizer state and position. A
+    rerun with the same arguments restores them and continues with the same batches.
+
+    Args:
+        model: `BertSpanLabeler`.
+        features: `SquadFeatures` made with `is_training=True`.
+        output_dir: str. Holds `backup/` while training runs.
+        batch_size: int. Defaults to 32.
+        num_train_epochs: float. Passes over the windows. Defaults to 3.0.
+        learning_rate: float. Peak of the warm-up / linear-decay schedule. Defaults to 5e-5.
+        warmup_proportion: float. Share of steps in warm-up. Defaults to 0.1.
+        save_checkpoints_steps: int. Most steps between backups. Defaults to 1000.
+        seed: int. Data order. Defaults to 12345.
+        group_by_length: bool. Length-sorted pools (see `training_batches`). Defaults to True.
+        log_every_steps: int. Log loss and speed with absl this often; 0 for never.
+        callbacks: more Keras callbacks.
+        verbose: Keras `fit` verbosity. Defaults to 2 (a line per part).
+        run_eagerly: bool. No tf.function (debugging, tiny models). Defaults to False.
+        jit_compile: bool. XLA; it compiles once per batch width (up to seq / 16 widths).
+            Defaults to False.
+
+    Returns:
+        dict: `steps`, `steps_per_part`, `start_step`, `loss` (mean over the last part) and
+        `seconds`.
+    """
+    steps_per_epoch = len(features) // batch_size
+    wanted = max(1, int(steps_per_epoch * num_train_epochs))
+    parts = math.ceil(wanted / save_checkpoints_steps)
+    steps_per_part = math.ceil(wanted / parts)
+    total = parts * steps_per_part
+    model.compile(optimizer=optimization.create_optimizer(
+        learning_rate, total, int(total * warmup_proportion)), run_eagerly=run_eagerly,
+        jit_compile=jit_compile)
+    backup = keras.callbacks.BackupAndRestore(os.path.join(output_dir, BACKUP_DIR))
+    backup.set_model(model)
+    backup.on_train_begin()  # restore now, so the data stream can start where it stopped
+    start = int(model.optimizer.iterations.numpy())
+    if start:
+        logging.info("resuming at step %d of %d from %s", start, total, backup.backup_dir)
+    spec = tf.TensorSpec([None, None], tf.int32)
+    dataset = tf.data.Dataset.from_generator(
+        lambda: training_batches(features, batch_size, seed, start, group_by_length),
+        output_signature=({name: spec for name in features.inputs()},
+                          {name: tf.TensorSpec([None], tf.int32)
+                           for name in ("start_logits", "end_logits")})).prefetch(2)
+    logging.info("training %d steps (%d parts of %d) on %d windows, batch %d", total, parts,
+                 steps_per_part, len(features), batch_size)
+    began = time.time()
+    extra = [_StepLogger(log_every_steps, batch_size)] if log_every_steps else []
+    history = model.fit(dataset, epochs=parts, steps_per_epoch=steps_per_part,
+                        initial_epoch=start // steps_per_part,
+                        callbacks=[backup, *extra, *callbacks], verbose=verbose,
+                        shuffle=False)  # the stream is already shuffled
+    losses = history.history.get("loss") or [float("nan")]
+    return {"steps": total, "steps_per_part": steps_per_part, "start_step": start,
+            "loss": float(losses[-1]), "seconds": time.time() - began}
+
+
+class _StepLogger(keras.callbacks.Callback):
+    def __init__(self, every, batch_size):
+        super().__init__()
+        self.every, self.batch_size, self.began = every, batch_size, None
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if self.began is None:
+            self.began = (time.time(), step)
+        elif step % self.every == 0:
+            rate = (step - self.began[1]) * self.batch_size / (time.time() - self.began[0])
+            logging.info("step %d loss %.4f (%.1f windows/s)", step, (logs or {}).get("loss",
+                                                                                 math.nan), rate)
+
+
+def predict_logits(model, features, batch_size=8):
+    """Start and end logits of every window, float32 [features, seq] each.
+
+    Windows are run in order of length, each batch cut to its longest window (rounded up to
+    16); positions past that are `MASKED_LOGIT`.
+    """
+    lengths = features.padding_mask.sum(axis=1)
+    order = np.argsort(lengths, kind="stable")
+    shape = features.token_ids.shape
+    start = np.full(shape, MASKED_LOGIT, np.float32)
+    end = np.full(shape, MASKED_LOGIT, np.float32)
+    for i in range(0, len(order), batch_size):
+        rows = order[i:i + batch_size]
+        inputs, width = _batch_inputs(features, rows, lengths)
+        outputs = model.predict_on_batch(inputs)
+        start[rows, :width] = outputs["start_logits"]
+        end[rows, :width] = outputs["end_logits"]
+    return start, end
+
+
+def run_squad(output_dir, vocab_file=None, *, train_file=None, predict_file=None,
+              init_checkpoint=None, bert_config_file=None, do_lower_case=True,
+              max_seq_length=384, doc_stride=128, max_query_length=64, max_answer_length=30,
+              n_best_size=20, version_2_with_negative=False, null_score_diff_threshold=0.0,
+              train_batch_size=32, predict_batch_size=8, learning_rate=5e-5,
+              num_train_epochs=3.0, warmup_proportion=0.1, save_checkpoints_steps=1000,
+              seed=12345):
+    """Google's run_squad.py as a function: train on `train_file`, predict `predict_file`.
+
+    Writes to `output_dir`: `span_labeler.keras` and `train_results.json` after training;
+    `predictions.json`, `nbest_predictions.json` (and `null_odds.json` for SQuAD 2.0) after
+    predicting; `eval_results.json` when `predict_file` has answers (official EM/F1).
+    Arguments are those of Google's flags, plus `seed` (data order and head init). To only
+    predict, `init_checkpoint` defaults to the `span_labeler.keras` of `output_dir`.
+
+    Returns:
+        dict with "train" and/or "eval" results.
+    """
+    if not train_file and not predict_file:
+        raise ValueError("nothing to do: pass train_file and/or predict_file")
+    if max_seq_length <= max_query_length + 3:
+        raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than "
+                         f"max_query_length ({max_query_length}) + 3")
+    trained = os.path.join(output_dir, MODEL_FILE)
+    if not train_file and not init_checkpoint and os.path.exists(trained):
+        init_checkpoint = trained  # predict with the model an earlier run trained
+    if vocab_file is None:
+        vocab_file = _vocab_beside(init_checkpoint)
+    keras.utils.set_random_seed(seed)
+    model = build_model(init_checkpoint, bert_config_file, version_2_with_negative)
+    if max_seq_length > model.encoder.max_sequence_length:
+        raise ValueError(f"max_seq_length ({max_seq_length}) is longer than the model's "
+                         f"max_position_embeddings ({model.encoder.max_sequence_length})")
+    tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+    featurize = dict(tokenizer=tokenizer, max_seq_length=max_seq_length, doc_stride=doc_stride,
+                     max_query_length=max_query_length,
+                     version_2_with_negative=version_2_with_negative)
+    os.makedirs(output_dir, exist_ok=True)
+    results = {}
+    if train_file:
+        examples = squad_data.read_squad_examples(train_file, True, version_2_with_negative)
+        features = squad_data.convert_examples_to_features(examples, is_training=True,
+                                                           **featurize)
+        logging.info("%s: %d training examples -> %d windows", train_file, len(examples),
+                     len(features))
+        results["train"] = train(
+            model, features, output_dir, batch_size=train_batch_size,
+            num_train_epochs=num_train_epochs, learning_rate=learning_rate,
+            warmup_proportion=warmup_proportion,
+            save_checkpoints_steps=save_checkpoints_steps, seed=seed)
+        results["train"].update(examples=len(examples), windows=len(features))
+        _save_model(model, os.path.join(output_dir, MODEL_FILE))
+        _write_json(os.path.join(output_dir, TRAIN_RESULTS_FILE), results["train"])
+    if predict_file:
+        with open(predict_file, encoding="utf-8") as f:
+            dataset = json.load(f)
+        examples = squad_data.read_squad_examples(dataset, False, version_2_with_negative)
+        features = squad_data.convert_examples_to_features(examples, is_training=False,
+                                                           **featurize)
+        began = time.time()
+        start_logits, end_logits = predict_logits(model, features, predict_batch_size)
+        logging.info("%s: predicted %d windows of %d examples in %.1f s", predict_file,
+                     len(features), len(examples), time.time() - began)
+        predictions = squad_postprocess.postprocess(
+            examples, features, start_logits, end_logits,
+            squad_postprocess.basic_tokenizer_for(tokenizer),
+            n_best_size=n_best_size, max_answer_length=max_answer_length,
+            version_2_with_negative=version_2_with_negative,
+            null_score_diff_threshold=null_score_diff_threshold)
+        squad_postprocess.write_predictions(predictions, output_dir)
+        if any(qa.get("answers") for a in dataset["data"] for p in a["paragraphs"]
+               for qa in p["qas"]):
+            results["eval"] = squad_metrics.evaluate(
+                dataset, predictions.predictions, version_2_with_negative,
+                predictions.null_odds)
+            logging.info("%s: %s", predict_file, json.dumps(results["eval"]))
+            _write_json(os.path.join(output_dir, EVAL_RESULTS_FILE), results["eval"])
+    return results
+
+
+def _vocab_beside(init_checkpoint):
+    if init_checkpoint and not init_checkpoint.endswith(".keras"):
+        directory = (init_checkpoint if os.path.isdir(init_checkpoint)
+                     else os.path.dirname(init_checkpoint))
+        path = os.path.join(directory, "vocab.txt")
+        if os.path.exists(path):
+            return path
+    raise ValueError("pass vocab_file (no vocab.txt beside the checkpoint)")
+
+
+def _save_model(model, path):
+    tmp = os.path.join(os.path.dirname(path), f".tmp-{os.getpid()}-{os.path.basename(path)}")
+    model.save(tmp)
+    os.replace(tmp, path)
+
+
+def _write_json(path, content):
+    with io.atomic_write(path) as f:
+        f.write(json.dumps(content, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,116 @@
+"""tf.data input: tokenize once, length buckets, padding to the longest in a batch, order kept."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert.data import glue
+from kbert.data import pipeline
+
+MAX = 40
+
+
+def fake_preprocessor(texts):
+    """Stands in for BertPreprocessor: one id per word (id = word length), [CLS] a [SEP] b [SEP]."""
+    def ids(text):
+        words = tf.strings.split(text)
+        return tf.strings.length(words).to_tensor(shape=[None, MAX]), words.row_lengths()
+    a, b = (texts, None) if not isinstance(texts, tuple) else texts
+    ids_a, len_a = ids(a)
+    len_b = tf.zeros_like(len_a) if b is None else ids(b)[1] + 1
+    length = tf.cast(tf.minimum(len_a + 2 + len_b, MAX), tf.int32)
+    position = tf.range(MAX)[None, :]
+    mask = tf.cast(position < length[:, None], tf.int32)
+    token_ids = tf.concat([tf.fill([tf.shape(a)[0], 1], 101), ids_a[:, :MAX - 1]], 1)
+    token_ids = tf.maximum(token_ids, 1) * mask  # [SEP] and segment b become 1
+    segment_ids = tf.cast(position >= tf.cast(len_a, tf.int32)[:, None] + 2, tf.int32) * mask
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": mask}
+
+
+def examples(lengths, pairs=False):
+    text = tuple(" ".join(["w"] * n) for n in lengths)
+    return glue.Examples(text_a=text, text_b=text if pairs else None,
+                         label=np.arange(len(lengths), dtype=np.int32),
+                         index=tuple(map(str, range(len(lengths)))), label_names=None)
+
+
+def test_tokenize_strips_padding():
+    tokenized = pipeline.tokenize(examples([1, 5, 3]), fake_preprocessor, batch_size=2)
+    assert tokenized.lengths.tolist() == [3, 7, 5] and len(tokenized) == 3
+    assert tokenized.features["token_ids"][1].numpy().tolist() == [101, 1, 1, 1, 1, 1, 1]
+    pairs = pipeline.tokenize(examples([2, 3], pairs=True), fake_preprocessor)
+    assert pairs.lengths.tolist() == [7, 9]
+    assert pairs.features["segment_ids"][0].numpy().tolist() == [0, 0, 0, 0, 1, 1, 1]
+    assert all(v.dtype == tf.int32 for v in pairs.features.values())
+
+
+def test_training_batches_are_bucketed_shuffled_and_complete():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 37, size=200)
+    tokenized = pipeline.tokenize(examples(lengths), fake_preprocessor)
+    boundaries = [8, 16, 24]
+    dataset, steps = pipeline.training_dataset(tokenized, np.arange(200), 16, seed=3,
+                                               bucket_boundaries=boundaries)
+    assert dataset.cardinality().numpy() == steps
+    epochs = []
+    for _ in range(2):
+        seen, batches = [], 0
+        for features, labels in dataset:
+            batches += 1
+            mask = features["padding_mask"].numpy()
+            true_lengths = tokenized.lengths[labels.numpy()]
+            np.testing.assert_array_equal(mask.sum(1), true_lengths)
+            assert mask.shape[1] == true_lengths.max()  # padded to the longest in the batch
+            buckets = np.searchsorted(boundaries, true_lengths, side="right")
+            assert len(set(buckets)) == 1  # one length bucket per batch
+            assert features["token_ids"].shape == features["segment_ids"].shape == mask.shape
+            seen.extend(labels.numpy().tolist())
+        assert batches == steps and sorted(seen) == list(range(200))
+        epochs.append(seen)
+    assert epochs[0] != epochs[1]  # reshuffled every epoch
+    again, _ = pipeline.training_dataset(tokenized, np.arange(200), 16, seed=3,
+                                         bucket_boundaries=boundaries)
+    assert [y for _, ys in again for y in ys.numpy().tolist()] == epochs[0]  # seeded
+
+
+def test_default_buckets_cut_padding():
+    assert pipeline.default_bucket_boundaries(128) == [8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112]
+    lengths = np.array([5] * 30 + [120] * 2)
+    tokenized = pipeline.tokenize(examples(lengths - 2), _long_preprocessor)
+    dataset, steps = pipeline.training_dataset(tokenized, np.zeros(32), 32, seed=0)
+    assert steps == 2 and sorted(f["token_ids"].shape[1] for f, _ in dataset) == [5, 120]
+
+
+def _long_preprocessor(texts):
+    global MAX
+    old, MAX = MAX, 128
+    try:
+        return fake_preprocessor(texts)
+    finally:
+        MAX = old
+
+
+def test_inference_order_is_restored():
+    lengths = [9, 2, 30, 2, 14, 5, 7]
+    tokenized = pipeline.tokenize(examples(lengths), fake_preprocessor)
+    dataset, order = pipeline.inference_dataset(tokenized, 3, labels=np.arange(7))
+    widths, rows = [], []
+    for features, labels in dataset:
+        widths.append(features["token_ids"].shape[1])
+        rows.extend(labels.numpy().tolist())
+    assert rows == order.tolist() and widths == sorted(widths)
+    assert widths == [7, 16, 32]  # lengths 4 4 7 | 9 11 16 | 32: padded to the longest of each
+    outputs = np.array(rows)[:, None] * np.ones((1, 2))  # a "model" echoing the example id
+    np.testing.assert_array_equal(pipeline.restore_order(outputs, order)[:, 0], np.arange(7))
+    unlabelled, _ = pipeline.inference_dataset(tokenized, 3)
+    assert isinstance(next(iter(unlabelled)), dict)
+
+
+def test_errors():
+    tokenized = pipeline.tokenize(examples([1, 2]), fake_preprocessor)
+    with pytest.raises(ValueError, match="2 examples but 3 labels"):
+        pipeline.training_dataset(tokenized, np.arange(3), 2)
+    empty = pipeline.tokenize(examples([]), fake_preprocessor)
+    assert len(empty) == 0
+    with pytest.raises(ValueError, match="no training examples"):
+        pipeline.training_dataset(empty, np.arange(0), 2)

@@ -1,0 +1,139 @@
+"""kbert's pretraining records against Google's create_pretraining_data.py and run_pretraining.py.
+
+Both generators read the same real text (the committed WikiExtractor excerpt, converted once to
+Google's sentence-per-line format) with the real uncased vocab, dupe_factor 10, Google's other
+defaults and seeds. The random streams differ (numpy vs Python's `random`), so the records
+differ; their statistics must not. Google's code runs in a subprocess
+(tests/oracle/google_pretraining_data.py) while kbert's runs here.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert.data import features
+from kbert.data import pretraining
+from kbert.data import pretraining_data
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+SEQ, PREDICTIONS = 128, 20
+pytestmark = pytest.mark.slow  # Google's generator runs in a subprocess (~10 s)
+PARSED = 64  # records that Google's input_fn parses
+
+
+def oracle(*args):
+    return subprocess.Popen([sys.executable, "-m", "tests.oracle.google_pretraining_data", *args],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+
+def finish(process):
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def generated(wiki_sample_text, vocab_file, tmp_path_factory):
+    """Parsed records {"plain": (google, kbert), "wwm": (google, kbert)}, dupe_factor 10, and
+    "parsed_by_google": the first kbert "plain" records as Google's input_fn parses them."""
+    out = tmp_path_factory.mktemp("generated")
+    google = {name: str(out / f"google_{name}.tfrecord") for name in ("plain", "wwm")}
+    kbert = {name: str(out / f"kbert_{name}.tfrecord") for name in ("plain", "wwm")}
+    process = None
+    for name in google:
+        pretraining_data.create_pretraining_data(
+            wiki_sample_text, kbert[name], vocab_file, progress=False,
+            config=pretraining.PretrainingDataConfig(do_whole_word_mask=name == "wwm"))
+        if process is None:  # Google's side runs while kbert makes its second file
+            process = oracle(
+                "generate", f"--input_file={wiki_sample_text}", f"--vocab_file={vocab_file}",
+                f"--output_file={google['plain']}", f"--wwm_output_file={google['wwm']}",
+                f"--parse_file={kbert['plain']}", f"--output_npz={out / 'parsed.npz'}",
+                f"--num_records={PARSED}")
+    finish(process)
+    result = {name: (read(google[name]), read(kbert[name])) for name in google}
+    result["parsed_by_google"] = dict(np.load(out / "parsed.npz"))
+    return result
+
+
+def read(path):
+    ds = tf.data.TFRecordDataset(path).batch(1 << 20)
+    batch = features.parse_pretraining_examples(next(iter(ds)), SEQ, PREDICTIONS)
+    return {k: v.numpy() for k, v in batch.items()}
+
+
+def statistics(records, mask_id):
+    valid = records["masked_lm_weights"] > 0
+    at = np.take_along_axis(records["input_ids"], records["masked_lm_positions"], axis=1)
+    masked = (at == mask_id) & valid
+    same = (at == records["masked_lm_ids"]) & valid & ~masked
+    lengths = records["input_mask"].sum(axis=1)
+    return {
+        "instances": len(lengths),
+        "random_next": records["next_sentence_labels"].mean(),
+        "predictions": valid.sum(axis=1).mean(),
+        "mask": masked.sum() / valid.sum(),
+        "same": same.sum() / valid.sum(),
+        "random": (valid & ~masked & ~same).sum() / valid.sum(),
+        "lengths": lengths,
+    }
+
+
+def ks_distance(a, b):
+    grid = np.arange(SEQ + 1)
+    cdf = lambda x: np.searchsorted(np.sort(x), grid, side="right") / len(x)  # noqa: E731
+    return np.abs(cdf(a) - cdf(b)).max()
+
+
+@pytest.mark.parametrize("name", ["plain", "wwm"])
+def test_statistics_match_googles(generated, vocab_file, name):
+    mask_id = pretraining_data.load_vocab(vocab_file).index("[MASK]")
+    google, kbert = (statistics(r, mask_id) for r in generated[name])
+    assert google["instances"] > 4000
+    assert abs(kbert["instances"] / google["instances"] - 1) < 0.05
+    assert abs(kbert["random_next"] - google["random_next"]) < 0.03
+    assert abs(kbert["predictions"] / google["predictions"] - 1) < 0.05
+    for key, rate in (("mask", 0.8), ("same", 0.1), ("random", 0.1)):
+        assert abs(kbert[key] - rate) < 0.02 and abs(google[key] - rate) < 0.02, key
+    assert abs(kbert["lengths"].mean() / google["lengths"].mean() - 1) < 0.03
+    assert ks_distance(kbert["lengths"], google["lengths"]) < 0.05
+
+
+def test_whole_word_masking_matches_googles_rule(generated, vocab_file):
+    vocab = pretraining_data.load_vocab(vocab_file)
+    is_continuation = np.array([t.startswith("##") for t in vocab])
+    special = {vocab.index("[CLS]"), vocab.index("[SEP]")}
+    for records in generated["wwm"]:  # Google's own output obeys the rule too
+        original = records["input_ids"].copy()
+        valid = records["masked_lm_weights"] > 0
+        rows = np.nonzero(valid)[0]
+        original[rows, records["masked_lm_positions"][valid]] = records["masked_lm_ids"][valid]
+        split_words = 0
+        for row in range(len(original)):
+            masked = set(records["masked_lm_positions"][row][valid[row]].tolist())
+            word_of, words = {}, 0
+            for i in range(1, int(records["input_mask"][row].sum())):
+                token = original[row, i]
+                if token in special:
+                    continue
+                if not (word_of and is_continuation[token]):
+                    words += 1
+                word_of[i] = words
+            masked_words = {word_of[i] for i in masked}
+            split_words += sum(1 for i, w in word_of.items() if w in masked_words
+                               and i not in masked)
+        assert split_words == 0
+
+
+def test_googles_input_fn_parses_kbert_records(generated):
+    theirs, ours = generated["parsed_by_google"], generated["plain"][1]
+    assert sorted(theirs) == sorted(features.PRETRAINING_FEATURES)
+    for name, value in theirs.items():
+        assert value.shape[0] == PARSED
+        np.testing.assert_array_equal(value, ours[name][:PARSED], err_msg=name)
+        assert value.dtype == (np.float32 if name == "masked_lm_weights" else np.int32)

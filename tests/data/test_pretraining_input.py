@@ -1,0 +1,28 @@
+import numpy as np
+import tensorflow as tf
+
+from kbert.data import features
+from kbert.data import pretraining
+from kbert.data import pretraining_data
+from kbert.data import pretraining_input
+
+
+def test_pretraining_dataset_feeds_the_pretrainer(wiki_sample, vocab_file, tmp_path):
+    counts = pretraining_data.create_pretraining_data(
+        wiki_sample, str(tmp_path / "t.tfrecord@2"), vocab_file, input_format="wikiextractor",
+        progress=False, config=pretraining.PretrainingDataConfig(
+            dupe_factor=1, max_seq_length=64, max_predictions_per_seq=10))
+    ds = pretraining_input.pretraining_dataset(str(tmp_path / "t.tfrecord-*"), batch_size=8,
+                                         shuffle=False, repeat=False)
+    inputs, labels, weights = next(iter(ds))
+    assert {k: (v.dtype, tuple(v.shape)) for k, v in inputs.items()} == {
+        "token_ids": (tf.int32, (8, 64)), "segment_ids": (tf.int32, (8, 64)),
+        "padding_mask": (tf.int32, (8, 64)), "mask_positions": (tf.int32, (8, 10))}
+    assert labels["nsp_logits"].shape == (8,) and weights["mlm_logits"].dtype == tf.float32
+    first = next(iter(tf.data.TFRecordDataset(sorted(counts)[:1]).batch(8)))
+    parsed = features.parse_pretraining_examples(first, 64, 10)
+    np.testing.assert_array_equal(inputs["token_ids"], parsed["input_ids"])
+    np.testing.assert_array_equal(labels["mlm_logits"], parsed["masked_lm_ids"])
+    total = sum(1 for _ in pretraining_input.pretraining_dataset(
+        str(tmp_path / "t.tfrecord-*"), batch_size=1, shuffle=True, repeat=False, seed=0))
+    assert total == sum(counts.values())

@@ -1,0 +1,91 @@
+import keras
+import numpy as np
+import pytest
+
+import kbert
+from kbert.checkpoints import tf1
+from kbert.models.classifier import BertClassifier
+from tests import harness
+from tests.models.test_encoder import inputs
+
+
+@pytest.mark.parametrize("num_classes", [3, 1])
+def test_head_on_pooled_output(tiny_encoder, num_classes):
+    model = BertClassifier(tiny_encoder, num_classes)
+    logits = model(inputs(), training=False)
+    assert logits.shape == (2, num_classes) and logits.dtype == "float32"
+    pooled = tiny_encoder(inputs(), training=False)["pooled_output"]
+    expected = pooled @ model.output_dense.kernel + model.output_dense.bias
+    np.testing.assert_allclose(logits, expected, atol=1e-6)
+    assert model.is_regression == (num_classes == 1)
+
+
+def test_config_roundtrip(tiny_encoder):
+    clone = harness.assert_config_roundtrip(BertClassifier(tiny_encoder, 3, dropout=0.2))
+    assert clone.num_classes == 3 and clone.dropout == 0.2
+    assert clone.bert_config == tiny_encoder.bert_config
+
+
+def test_saves_and_loads(tiny_encoder, tmp_path):
+    model = BertClassifier(tiny_encoder, 2)
+    model.compile(optimizer=kbert_optimizer())
+    loaded = harness.assert_saves_and_loads(model, inputs(), str(tmp_path / "classifier.keras"))
+    assert loaded.num_classes == 2
+    # The weight-decay exclusions are part of the saved optimizer.
+    assert loaded.optimizer.weight_decay_exclusions == ("gamma", "beta", "bias")
+
+
+@pytest.mark.parametrize("num_classes, targets", [
+    (2, np.array([0, 1])),
+    (1, np.array([0.5, 4.5], "float32")),
+])
+def test_trains_one_step_classification_and_regression(tiny_encoder, num_classes, targets):
+    model = BertClassifier(tiny_encoder, num_classes)
+    loss = "mse" if num_classes == 1 else keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True)
+    harness.assert_trains_one_step(model, inputs(), targets, loss)
+
+
+@pytest.mark.parametrize("num_classes", [2, 1])
+def test_compile_defaults(tiny_encoder, num_classes):
+    model = BertClassifier(tiny_encoder, num_classes)
+    model.compile()
+    if num_classes == 1:
+        assert isinstance(model.loss, keras.losses.MeanSquaredError)
+    else:
+        assert model.loss.get_config()["from_logits"]
+    metrics = keras.saving.serialize_keras_object(model.get_compile_config()["metrics"])
+    assert ("SparseCategoricalAccuracy" in str(metrics)) == (num_classes == 2)
+
+
+def test_from_google_checkpoint(tiny_encoder, tmp_path):
+    prefix = str(tmp_path / "release" / "bert_model.ckpt")
+    kbert.save_google_checkpoint(tiny_encoder, prefix)
+    model = BertClassifier.from_google_checkpoint(str(tmp_path / "release"), 3)
+    np.testing.assert_allclose(model.encoder(inputs(), training=False)["pooled_output"],
+                               tiny_encoder(inputs(), training=False)["pooled_output"], atol=1e-6)
+    # A run_classifier.py checkpoint also carries its head: output_weights [classes, hidden].
+    reader = tf1.GoogleCheckpoint.open(prefix)
+    tensors = {name: reader.tensor(name) for name in reader.shapes()}
+    rng = np.random.default_rng(0)
+    tensors["output_weights"] = rng.normal(size=(3, 12)).astype("float32")
+    tensors["output_bias"] = rng.normal(size=(3,)).astype("float32")
+    tensors["output_weights/adam_m"] = tensors["output_weights"]  # optimizer slots are skipped
+    finetuned = str(tmp_path / "finetuned" / "model.ckpt-100")
+    tf1.write_tf1_checkpoint(finetuned, tensors)
+    config = str(tmp_path / "release" / "bert_config.json")
+    model = BertClassifier.from_google_checkpoint(finetuned, 3, config=config)
+    np.testing.assert_array_equal(model.output_dense.kernel.numpy(), tensors["output_weights"].T)
+    np.testing.assert_array_equal(model.output_dense.bias.numpy(), tensors["output_bias"])
+    with pytest.raises(ValueError, match=r"output_weights has shape \[3, 12\], expected \[2, 12\]"):
+        BertClassifier.from_google_checkpoint(finetuned, 2, config=config)
+
+
+def test_rejects_no_classes(tiny_encoder):
+    with pytest.raises(ValueError, match="num_classes must be >= 1"):
+        BertClassifier(tiny_encoder, 0)
+
+
+def kbert_optimizer():
+    from kbert.tasks import optimization
+    return optimization.create_optimizer(1e-3, num_train_steps=10, num_warmup_steps=1)

@@ -1,0 +1,118 @@
+"""The GLUE recipe end to end on the fixture task directories and a tiny Google checkpoint."""
+
+import json
+import os
+import shutil
+
+import keras
+import numpy as np
+import pytest
+
+from kbert.models.classifier import BertClassifier
+from kbert.models.encoder import BertEncoder
+from kbert.tasks import glue
+
+GLUE_DIR = os.path.join(os.path.dirname(__file__), "..", "fixtures", "glue")
+
+
+def config(task, directory, output_dir, **kwargs):
+    defaults = dict(max_seq_length=16, train_batch_size=4, eval_batch_size=3,
+                    predict_batch_size=2, learning_rate=1e-3, num_train_epochs=1)
+    return glue.GlueConfig(task, os.path.join(GLUE_DIR, directory), str(output_dir),
+                           **{**defaults, **kwargs})
+
+
+class Interrupt(keras.callbacks.Callback):
+    """Stops the first fit after its first epoch, as a killed job would."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        raise KeyboardInterrupt
+
+
+def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
+    out = tmp_path / "mrpc"
+    run = config("MRPC", "MRPC", out, init_checkpoint=tiny_google_dir, num_train_epochs=2,
+                 do_train=True, do_eval=True, do_predict=True)
+    # Interrupted after epoch 1 (BackupAndRestore runs before the interrupting callback) ...
+    monkeypatch.setattr(keras.callbacks, "TensorBoard", lambda *a, **k: Interrupt())
+    with pytest.raises(KeyboardInterrupt):
+        glue.run_glue(run)
+    assert os.path.isdir(out / "backup")
+    monkeypatch.undo()
+    # ... the same run again resumes at epoch 2 and finishes.
+    results = glue.run_glue(run)
+    train = results["train"]
+    assert train["epochs_this_run"] == 1 and train["examples"] == 8
+    assert train["steps"] == 2 * 2  # 8 examples, batch 4, all in one length bucket (<= 16)
+    assert not os.path.exists(out / "backup") and os.path.isdir(out / "logs")
+    assert sorted(results["eval"]) == ["dev"]
+    dev = results["eval"]["dev"]
+    assert set(dev) == {"accuracy", "f1", "accuracy_and_f1", "loss", "examples"}
+    assert dev["examples"] == 5 and 0 <= dev["accuracy"] <= 1
+    lines = (out / "eval_results.txt").read_text().splitlines()
+    assert f"dev_accuracy = {dev['accuracy']}" in lines and "global_step = 4" in lines
+    assert json.loads((out / "eval_results.json").read_text())["dev"]["f1"] == dev["f1"]
+    rows = (out / "MRPC.tsv").read_text().splitlines()
+    assert rows[0] == "index\tprediction" and len(rows) == 5
+    assert [r.split("\t")[0] for r in rows[1:]] == ["0", "1", "2", "3"]
+    assert {r.split("\t")[1] for r in rows[1:]} <= {"0", "1"}
+    assert (out / "vocab.txt").exists()
+    # Evaluating again later reads output_dir/model.keras (and its vocab.txt), as Google's
+    # Estimator reads its output_dir.
+    again = glue.run_glue(config("MRPC", "MRPC", out, do_eval=True))
+    assert again["eval"]["dev"]["accuracy"] == pytest.approx(dev["accuracy"])
+    assert again["eval"]["dev"]["loss"] == pytest.approx(dev["loss"], rel=1e-5)
+
+
+def test_regression_and_two_dev_sets_without_training(tiny_google_dir, tmp_path):
+    stsb = glue.run_glue(config("STS-B", "STS-B", tmp_path / "stsb", do_eval=True,
+                                do_predict=True, init_checkpoint=tiny_google_dir))
+    assert set(stsb["eval"]["dev"]) == {"pearson", "spearman", "correlation", "loss", "examples"}
+    rows = (tmp_path / "stsb" / "STS-B.tsv").read_text().splitlines()
+    assert len(rows) == 2 and rows[1].split("\t")[1].replace("-", "").replace(".", "").isdigit()
+    assert len(rows[1].split("\t")[1].split(".")[1]) == 3
+    mnli = glue.run_glue(config("MNLI", "MNLI", tmp_path / "mnli", do_eval=True,
+                                do_predict=True, init_checkpoint=tiny_google_dir))
+    assert sorted(mnli["eval"]) == ["dev_matched", "dev_mismatched"]
+    assert sorted(mnli["predict"]) == ["MNLI-m", "MNLI-mm"]
+    text = (tmp_path / "mnli" / "eval_results.txt").read_text()
+    assert "dev_matched_accuracy = " in text and "dev_mismatched_accuracy = " in text
+    prediction = (tmp_path / "mnli" / "MNLI-m.tsv").read_text().splitlines()[1].split("\t")[1]
+    assert prediction in ("contradiction", "entailment", "neutral")
+
+
+def test_ax_is_predicted_with_an_mnli_model(tiny_google_dir, tmp_path):
+    model = BertClassifier(BertEncoder.from_google_checkpoint(tiny_google_dir), 3)
+    model.save(str(tmp_path / "model.keras"))
+    shutil.copy(os.path.join(tiny_google_dir, "vocab.txt"), tmp_path / "vocab.txt")
+    results = glue.run_glue(config("AX", "diagnostic", tmp_path / "ax", do_predict=True,
+                                   init_checkpoint=str(tmp_path / "model.keras")))
+    with open(results["predict"]["AX"]) as f:
+        rows = f.read().splitlines()
+    assert rows[0] == "index\tprediction" and [r.split("\t")[0] for r in rows[1:]] == ["0", "1"]
+    with pytest.raises(ValueError, match="AX can only be predicted"):
+        config("AX", "diagnostic", tmp_path, do_train=True)
+    two = BertClassifier(BertEncoder.from_google_checkpoint(tiny_google_dir), 2)
+    two.save(str(tmp_path / "two.keras"))
+    with pytest.raises(ValueError, match="expected a BertClassifier with 3 outputs for AX"):
+        glue.run_glue(config("AX", "diagnostic", tmp_path / "ax", do_predict=True,
+                             init_checkpoint=str(tmp_path / "two.keras")))
+
+
+def test_config_validation(tmp_path):
+    with pytest.raises(ValueError, match="At least one of do_train"):
+        config("MRPC", "MRPC", tmp_path)
+    with pytest.raises(ValueError, match="must be a whole number"):
+        config("MRPC", "MRPC", tmp_path, do_train=True, num_train_epochs=1.5)
+    with pytest.raises(ValueError, match="Unknown GLUE task 'XNLI'"):
+        config("XNLI", "MRPC", tmp_path, do_train=True)
+    with pytest.raises(ValueError, match="init_checkpoint is required"):
+        glue.run_glue(config("MRPC", "MRPC", tmp_path, do_train=True))
+
+
+def test_format_predictions():
+    spec = glue.glue.get_task("RTE")
+    assert glue.format_predictions(spec, np.array([[0.1, 0.9], [2.0, -1.0]])) == [
+        "not_entailment", "entailment"]
+    assert glue.format_predictions(glue.glue.get_task("STS-B"), np.array([[4.12345], [0.5]])) == [
+        "4.123", "0.500"]

@@ -1,0 +1,140 @@
+import collections
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import kbert
+from kbert.data import squad as squad_data
+from kbert.models.span_labeler import MASKED_LOGIT
+from kbert.models.span_labeler import BertSpanLabeler
+from kbert.tasks import squad
+from tests.data.test_squad import TESLA
+from tests.data.test_squad import TESLA_WORDS
+from tests.data.test_squad import article
+from tests.data.test_squad import qa
+from tests.data.test_squad import tiny_tokenizer
+
+# A context of 40 words (52 pieces) with 12 questions, and a short one with 2.
+WORDS = TESLA_WORDS + [f"w{i}" for i in range(30)]
+CONTEXT = TESLA + " " + " ".join(f"w{i}" for i in range(30)) + " The leader was born in 1895."
+
+
+def _data():
+    qas = [qa(f"w{i}", "when", f"w{i}", CONTEXT.index(f"w{i} ")) for i in range(0, 30, 3)]
+    qas.append(qa("year", "born when", "1895", CONTEXT.index("1895")))
+    qas.append(qa("name", "who", "John Smith", CONTEXT.index("John")))
+    data = article(CONTEXT, *qas)
+    data["data"][0]["paragraphs"].append({"context": TESLA, "qas": [
+        qa("short_year", "born when", "1895", TESLA.index("1895")),
+        qa("short_name", "who", "John", TESLA.index("John"))]})
+    return data
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """(tokenizer, training features, a tiny BertConfig without dropout)."""
+    tokenizer = tiny_tokenizer(tmp_path, WORDS)
+    examples = squad_data.read_squad_examples(_data(), is_training=True)
+    features = squad_data.convert_examples_to_features(examples, tokenizer, 40, 12, 8,
+                                                       is_training=True)
+    config = kbert.BertConfig(
+        vocab_size=len(tokenizer.vocab), hidden_size=12, num_hidden_layers=1,
+        num_attention_heads=2, intermediate_size=20, hidden_act="gelu",
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        max_position_embeddings=40, type_vocab_size=2, initializer_range=0.02)
+    return tokenizer, features, config
+
+
+def test_training_batches(tiny):
+    _, features, _ = tiny
+    lengths = features.padding_mask.sum(1)
+    assert len(features) == 22 and len(set(lengths.tolist())) > 1
+    stream = squad.training_batches(features, 3, seed=3)
+    epoch = [next(stream) for _ in range(7)]  # 22 // 3 = 7 batches, 1 window left out
+    windows = collections.Counter(
+        (features.token_ids[i, :n].tobytes(), features.start_positions[i],
+         features.end_positions[i]) for i, n in enumerate(lengths))
+    seen = collections.Counter()
+    for inputs, targets in epoch:
+        real = inputs["padding_mask"].sum(1)
+        assert inputs["token_ids"].shape[1] == min(40, -(-real.max() // 16) * 16)
+        seen.update((ids[:n].tobytes(), s, e) for ids, n, s, e in zip(  # noqa: B905
+            inputs["token_ids"], real, targets["start_logits"], targets["end_logits"]))
+    assert sum(seen.values()) == 21 and not seen - windows  # each window at most once
+    assert max(seen.values()) <= max(windows.values())
+    # The stream is a function of (seed, step): starting at step 5 gives batches 5, 6, ...
+    full = squad.training_batches(features, 3, seed=3)
+    for _ in range(5):
+        next(full)
+    resumed = squad.training_batches(features, 3, seed=3, start_step=5)
+    for _ in range(8):
+        want, got = next(full), next(resumed)
+        np.testing.assert_array_equal(got[0]["token_ids"], want[0]["token_ids"])
+    with pytest.raises(ValueError, match="make no batch of 32"):
+        next(squad.training_batches(features, 32))
+
+
+def test_train_resumes_where_it_stopped(tiny, tmp_path):
+    _, features, config = tiny
+
+    def fresh():
+        keras.utils.set_random_seed(1)
+        return BertSpanLabeler(kbert.BertEncoder(**config.encoder_kwargs()))
+
+    # Eager: a few tiny steps cost less than tracing three train functions.
+    settings = dict(batch_size=4, num_train_epochs=1.3, learning_rate=1e-2,
+                    save_checkpoints_steps=2, seed=7, verbose=0, run_eagerly=True)
+    straight = fresh()
+    result = squad.train(straight, features, str(tmp_path / "straight"), **settings)
+    # 22 // 4 = 5 steps an epoch, 1.3 epochs = 6 steps, in 3 parts of 2 (into epoch 2).
+    assert (result["steps"], result["steps_per_part"], result["start_step"]) == (6, 2, 0)
+    assert not os.path.exists(tmp_path / "straight" / squad.BACKUP_DIR)
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        squad.train(fresh(), features, str(tmp_path / "run"), callbacks=[Interrupt()],
+                    **settings)
+    assert os.path.exists(tmp_path / "run" / squad.BACKUP_DIR)
+    resumed = fresh()
+    result = squad.train(resumed, features, str(tmp_path / "run"), **settings)
+    assert result["start_step"] == 4 and int(resumed.optimizer.iterations.numpy()) == 6
+    for a, b in zip(straight.weights, resumed.weights, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, err_msg=a.path)
+    assert not straight.encoder.pooler.trainable  # unused by the head: not trained
+    np.testing.assert_array_equal(straight.encoder.pooler.kernel.numpy(),
+                                  fresh().encoder.pooler.kernel.numpy())
+
+
+def test_predict_logits_equal_full_length_outputs(tiny):
+    _, features, config = tiny
+    model = BertSpanLabeler(kbert.BertEncoder(**config.encoder_kwargs()))
+    model.compile(run_eagerly=True)
+    start, end = squad.predict_logits(model, features, batch_size=5)
+    full = model(features.inputs())
+    context = np.asarray(full["start_logits"]) > MASKED_LOGIT
+    assert context.sum() > 200
+    np.testing.assert_allclose(start[context], np.asarray(full["start_logits"])[context],
+                               atol=1e-5)
+    np.testing.assert_allclose(end[context], np.asarray(full["end_logits"])[context], atol=1e-5)
+    assert (start[~context] == MASKED_LOGIT).all()
+
+
+def test_build_model(tiny, tmp_path):
+    _, _, config = tiny
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps(config.to_dict()), encoding="utf-8")
+    model = squad.build_model(bert_config_file=str(path), allow_null=True)
+    assert model.allow_null and model.bert_config == config
+    model.save(str(tmp_path / "m.keras"))
+    assert squad.build_model(str(tmp_path / "m.keras"), allow_null=True).allow_null
+    with pytest.raises(ValueError, match="allow_null is True"):
+        squad.build_model(str(tmp_path / "m.keras"))
+    with pytest.raises(ValueError, match="bert_config_file"):
+        squad.build_model()

@@ -1,0 +1,58 @@
+"""Pretrains BERT (masked LM + next sentence) with Keras `fit` on create_pretraining_data records.
+
+From scratch with --bert_config_file, or continuing from a Google checkpoint with
+--init_checkpoint. Every --save_checkpoints_steps steps the run backs itself up
+(an interrupted run resumes when started again with the same flags) and writes
+OUTPUT_DIR/pretrainer.keras; at the end OUTPUT_DIR/model.ckpt-NUM_TRAIN_STEPS is a Google
+checkpoint with bert_config.json and vocab.txt beside it.
+
+  python tools/run_pretraining.py --input_file='out/train.tfrecord-*' --output_dir=pretrained \\
+      --bert_config_file=bert_config.json --vocab_file=vocab.txt --train_batch_size=32 \\
+      --num_train_steps=100000 --num_warmup_steps=10000 --learning_rate=1e-4
+"""
+
+from absl import app
+from absl import flags
+from absl import logging
+
+import kbert.tasks.pretraining
+
+_INPUT = flags.DEFINE_string("input_file", None, "Pretraining TFRecords (files or globs).",
+                             required=True)
+_OUTPUT = flags.DEFINE_string("output_dir", None, "Checkpoints and results go here.",
+                              required=True)
+_CONFIG = flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model.")
+_INIT = flags.DEFINE_string("init_checkpoint", None, "Google checkpoint to continue from.")
+_VOCAB = flags.DEFINE_string("vocab_file", None, "vocab.txt, copied beside the checkpoint.")
+_SEQ = flags.DEFINE_integer("max_seq_length", None, "Defaults to the records' _meta.json.")
+_PREDICTIONS = flags.DEFINE_integer("max_predictions_per_seq", None,
+                                    "Defaults to the records' _meta.json.")
+_BATCH = flags.DEFINE_integer("train_batch_size", 32, "Batch size.")
+_LR = flags.DEFINE_float("learning_rate", 5e-5, "Peak AdamW learning rate.")
+_STEPS = flags.DEFINE_integer("num_train_steps", 100000, "Training steps.")
+_WARMUP = flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warm-up steps.")
+_SAVE = flags.DEFINE_integer("save_checkpoints_steps", 1000, "Backup interval in steps.")
+_EVAL = flags.DEFINE_string("eval_input_file", None, "Records to evaluate on at the end.")
+_EVAL_STEPS = flags.DEFINE_integer("max_eval_steps", 100, "Eval batches.")
+_EVAL_BATCH = flags.DEFINE_integer("eval_batch_size", 8, "Eval batch size.")
+_SEED = flags.DEFINE_integer("seed", 12345, "Random seed.")
+_XLA = flags.DEFINE_bool("jit_compile", False, "XLA-compile the train step.")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    config = kbert.tasks.pretraining.PretrainingConfig(
+        input_file=_INPUT.value, output_dir=_OUTPUT.value, bert_config_file=_CONFIG.value,
+        init_checkpoint=_INIT.value, vocab_file=_VOCAB.value, max_seq_length=_SEQ.value,
+        max_predictions_per_seq=_PREDICTIONS.value, train_batch_size=_BATCH.value,
+        learning_rate=_LR.value, num_train_steps=_STEPS.value, num_warmup_steps=_WARMUP.value,
+        save_checkpoints_steps=_SAVE.value, eval_input_file=_EVAL.value,
+        max_eval_steps=_EVAL_STEPS.value, eval_batch_size=_EVAL_BATCH.value, seed=_SEED.value,
+        jit_compile=_XLA.value)
+    results = kbert.tasks.pretraining.run_pretraining(config)
+    logging.info("Done: %s", results)
+
+
+if __name__ == "__main__":
+    app.run(main)
