@@ -7,7 +7,7 @@ Google checkpoint for kbert, read from the Hugging Face directory by keras-hub),
 seeded training subset, epochs, batch size, learning rate, warm-up, optimizer and sequence
 length. Prints one row per task: dev metrics and training examples/s of both, and the ratio.
 
-  python -m bench.finetune --tasks=SST-2:64:1:8000,MRPC:128:2:0 --work_dir=/tmp/kbert_finetune
+  python -m bench.finetune --tasks=SST-2:64:1:8000,MRPC:128:1:0 --work_dir=/tmp/kbert_finetune
 """
 
 import json
@@ -21,7 +21,7 @@ from absl import flags
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _TASKS = flags.DEFINE_list(
-    "tasks", ["SST-2:64:1:8000", "MRPC:128:2:0"],
+    "tasks", ["SST-2:64:1:8000", "MRPC:128:1:0"],
     "TASK:MAX_SEQ_LENGTH:EPOCHS:MAX_TRAIN_EXAMPLES (0 = the whole train set).")
 _GLUE = flags.DEFINE_string("glue_dir", os.path.join(ROOT, "..", "shared", "data", "glue"),
                             "Directory with one GLUE directory per task.")
@@ -69,7 +69,7 @@ def main(argv):
         peer_json = os.path.join(_WORK.value, f"peer_{task}.json")
         _run(["tools/run_classifier.py", *common, f"--init_checkpoint={checkpoint}",
               f"--output_dir={kbert_dir}", "--do_train", "--do_eval", "--eval_batch_size=32"])
-        _run(["bench/glue_peer.py", *common, f"--hf_dir={hf_dir}", f"--output={peer_json}"])
+        _run(["-m", "bench.glue_peer", *common, f"--hf_dir={hf_dir}", f"--output={peer_json}"])
         kbert_train = _read(os.path.join(kbert_dir, "train_results.json"))
         kbert_eval = _read(os.path.join(kbert_dir, "eval_results.json"))
         peer = _read(peer_json)

@@ -152,3 +152,28 @@ def test_never_split_and_errors(vocab_file, tmp_path):
         BertPreprocessor(os.path.join(tmp_path, "nope.txt"))
     with pytest.raises(ValueError, match="one or two text segments, got 3"):
         layer((tf.constant(["a"]),) * 3)
+
+
+def test_keras_file_carries_vocab_and_added_tokens(vocab_file, tmp_path):
+    """A saved `.keras` model needs neither vocab.txt nor added_tokens.txt to reload."""
+    with open(vocab_file, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    lines[lines.index("[unused3]")] = "COVID-19"
+    source = tmp_path / "release"
+    source.mkdir()
+    (source / "vocab.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (source / "added_tokens.txt").write_text("COVID-19\n", encoding="utf-8")
+    layer = BertPreprocessor(str(source / "vocab.txt"), max_seq_length=12)
+    texts = keras.Input(shape=(), dtype="string")
+    model = keras.Model(texts, layer(texts))
+    inputs = tf.constant(["COVID-19 spreads; covid-19 too.", "Straße"])
+    expected = model(inputs)
+    assert expected["token_ids"][0, :3].numpy().tolist() == [
+        101, lines.index("COVID-19"), lines.index("spreads")]
+    model.save(tmp_path / "model.keras")
+    shutil.rmtree(source)
+    loaded = keras.saving.load_model(tmp_path / "model.keras")  # safe_mode
+    for key, value in loaded(inputs).items():
+        np.testing.assert_array_equal(value, expected[key])
+    reloaded = next(x for x in loaded.layers if isinstance(x, BertPreprocessor))
+    assert reloaded.never_split == ["COVID-19"] and len(reloaded.vocabulary) == len(lines)
