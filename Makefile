@@ -23,5 +23,5 @@ test: $(STAMP)
 	$(PY) -m pytest -n 2 tests
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check kbert tools tests bench
+	$(VENV)/bin/ruff check kbert tools tests bench notebooks
 	$(VENV)/bin/lint-imports

@@ -5,18 +5,24 @@ from kbert.checkpoints import save_google_checkpoint
 from kbert.checkpoints.huggingface import convert_google_to_huggingface
 from kbert.checkpoints.huggingface import convert_huggingface_to_google
 from kbert.config import BertConfig
+from kbert.export import export_saved_model
 from kbert.layers.embeddings import BertEmbeddings
 from kbert.layers.transformer import BertTransformerLayer
+from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
+from kbert.models.span_labeler import BertSpanLabeler
+from kbert.models.tagger import BertTokenClassifier
+from kbert.tasks.optimization import create_optimizer
 from kbert.tokenization import BertPreprocessor
 from kbert.tokenization import FullTokenizer
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BertConfig", "BertEmbeddings", "BertEncoder", "BertPreprocessor", "BertPretrainer",
-    "BertTransformerLayer", "FullTokenizer",
+    "BertClassifier", "BertConfig", "BertEmbeddings", "BertEncoder", "BertPreprocessor",
+    "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier", "BertTransformerLayer",
+    "FullTokenizer",
     "GoogleCheckpoint", "convert_google_to_huggingface", "convert_huggingface_to_google",
-    "save_google_checkpoint",
+    "create_optimizer", "export_saved_model", "save_google_checkpoint",
 ]

@@ -9,13 +9,20 @@ restarted with the same flags, resumes from its last finished epoch.
   python tools/run_classifier.py --task_name=MRPC --data_dir=glue_data/MRPC \
       --init_checkpoint=uncased_L-12_H-768_A-12 --do_train --do_eval --do_predict \
       --learning_rate=2e-5 --num_train_epochs=3 --output_dir=/tmp/mrpc
+
+Batch sizes are global. Add --distribution_strategy=mirrored to train on every local GPU,
+=multi_worker_mirrored (and TF_CONFIG) on several hosts, =tpu with --tpu on a Cloud TPU;
+--mixed_precision=mixed_bfloat16 or mixed_float16 for mixed precision.
 """
 
+import _flags
 from absl import app
 from absl import flags
 from absl import logging
 
 from kbert.tasks import glue
+
+flags.adopt_module_key_flags(_flags)
 
 _TASK = flags.DEFINE_string("task_name", None, "GLUE task, e.g. MRPC.", required=True)
 _DATA = flags.DEFINE_string("data_dir", None, "The task's GLUE directory.", required=True)
@@ -53,7 +60,8 @@ def main(argv):
             eval_batch_size=_EVAL_BATCH.value, predict_batch_size=_PREDICT_BATCH.value,
             learning_rate=_LR.value, num_train_epochs=_EPOCHS.value,
             warmup_proportion=_WARMUP.value, do_train=_TRAIN.value, do_eval=_EVAL.value,
-            do_predict=_PREDICT.value, max_train_examples=_MAX_TRAIN.value, seed=_SEED.value)
+            do_predict=_PREDICT.value, max_train_examples=_MAX_TRAIN.value, seed=_SEED.value,
+            **_flags.distribution_settings())
     except ValueError as e:
         raise app.UsageError(str(e)) from None
     results = glue.run_glue(config)

@@ -9,13 +9,20 @@ checkpoint with bert_config.json and vocab.txt beside it.
   python tools/run_pretraining.py --input_file='out/train.tfrecord-*' --output_dir=pretrained \\
       --bert_config_file=bert_config.json --vocab_file=vocab.txt --train_batch_size=32 \\
       --num_train_steps=100000 --num_warmup_steps=10000 --learning_rate=1e-4
+
+--train_batch_size is global. Add --distribution_strategy=mirrored to train on every local
+GPU, =multi_worker_mirrored (and TF_CONFIG) on several hosts, =tpu with --tpu on a Cloud TPU;
+--mixed_precision=mixed_bfloat16 or mixed_float16 for mixed precision, --jit_compile for XLA.
 """
 
+import _flags
 from absl import app
 from absl import flags
 from absl import logging
 
 import kbert.tasks.pretraining
+
+flags.adopt_module_key_flags(_flags)
 
 _INPUT = flags.DEFINE_string("input_file", None, "Pretraining TFRecords (files or globs).",
                              required=True)
@@ -36,7 +43,6 @@ _EVAL = flags.DEFINE_string("eval_input_file", None, "Records to evaluate on at 
 _EVAL_STEPS = flags.DEFINE_integer("max_eval_steps", 100, "Eval batches.")
 _EVAL_BATCH = flags.DEFINE_integer("eval_batch_size", 8, "Eval batch size.")
 _SEED = flags.DEFINE_integer("seed", 12345, "Random seed.")
-_XLA = flags.DEFINE_bool("jit_compile", False, "XLA-compile the train step.")
 
 
 def main(argv):
@@ -49,7 +55,7 @@ def main(argv):
         learning_rate=_LR.value, num_train_steps=_STEPS.value, num_warmup_steps=_WARMUP.value,
         save_checkpoints_steps=_SAVE.value, eval_input_file=_EVAL.value,
         max_eval_steps=_EVAL_STEPS.value, eval_batch_size=_EVAL_BATCH.value, seed=_SEED.value,
-        jit_compile=_XLA.value)
+        **_flags.distribution_settings())
     results = kbert.tasks.pretraining.run_pretraining(config)
     logging.info("Done: %s", results)
 

@@ -10,13 +10,20 @@ when --predict_file has answers, OUTPUT_DIR/eval_results.json holds the official
       --train_file=train-v1.1.json --predict_file=dev-v1.1.json --output_dir=squad_out \\
       --max_seq_length=384 --doc_stride=128 --train_batch_size=32 --learning_rate=3e-5 \\
       --num_train_epochs=2.0
+
+Batch sizes are global. Add --distribution_strategy=mirrored to train on every local GPU,
+=multi_worker_mirrored (and TF_CONFIG) on several hosts, =tpu with --tpu on a Cloud TPU;
+--mixed_precision=mixed_bfloat16 or mixed_float16 for mixed precision.
 """
 
+import _flags
 from absl import app
 from absl import flags
 from absl import logging
 
 from kbert.tasks import squad
+
+flags.adopt_module_key_flags(_flags)
 
 _OUTPUT = flags.DEFINE_string("output_dir", None, "Model, predictions and results.",
                               required=True)
@@ -64,7 +71,7 @@ def main(argv):
         null_score_diff_threshold=_NULL.value, train_batch_size=_TRAIN_BATCH.value,
         predict_batch_size=_PREDICT_BATCH.value, learning_rate=_LR.value,
         num_train_epochs=_EPOCHS.value, warmup_proportion=_WARMUP.value,
-        save_checkpoints_steps=_SAVE.value, seed=_SEED.value)
+        save_checkpoints_steps=_SAVE.value, seed=_SEED.value, **_flags.distribution_settings())
     logging.info("Done: %s", results)
 
 

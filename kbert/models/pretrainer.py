@@ -48,6 +48,9 @@ class BertPretrainer(keras.Model):
             dtype=dtype,
             name="mlm_head",
         )
+        # keras-nlp's MaskedLMHead turns autocasting off, so under a mixed policy its float32
+        # bias would meet bfloat16/float16 logits; let it cast like every other layer.
+        self.mlm_head.autocast = True
         self.nsp_head = keras.layers.Dense(
             2, kernel_initializer=initializer, dtype=dtype, name="nsp_head")
 
@@ -55,10 +58,12 @@ class BertPretrainer(keras.Model):
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
                   for name in ("token_ids", "segment_ids", "padding_mask", "mask_positions")}
         encoded = encoder({k: v for k, v in inputs.items() if k != "mask_positions"})
+        # Logits leave the model in float32 under any precision policy (losses need it).
         outputs = {
-            "mlm_logits": self.mlm_head(encoded["sequence_output"],
-                                        mask_positions=inputs["mask_positions"]),
-            "nsp_logits": self.nsp_head(encoded["pooled_output"]),
+            "mlm_logits": keras.layers.Activation("linear", dtype="float32", name="mlm_logits")(
+                self.mlm_head(encoded["sequence_output"], mask_positions=inputs["mask_positions"])),
+            "nsp_logits": keras.layers.Activation("linear", dtype="float32", name="nsp_logits")(
+                self.nsp_head(encoded["pooled_output"])),
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 

@@ -14,6 +14,9 @@ Files written to `output_dir`, each atomically (temporary name, then rename):
     model.keras        the fine-tuned classifier; `backup/` while training.
     training_log.csv   per-epoch loss and accuracy; `logs/` the same for TensorBoard (when
                        the tensorboard package is installed).
+
+Runs on one device or several (`distribution_strategy`), in mixed precision if asked; see
+`kbert.tasks.distribution`. The batch sizes are global: split over the replicas.
 """
 
 import dataclasses
@@ -32,6 +35,7 @@ from kbert.checkpoints import tf1
 from kbert.data import glue
 from kbert.data import pipeline
 from kbert.models.classifier import BertClassifier
+from kbert.tasks import distribution
 from kbert.tasks import metrics
 from kbert.tasks import optimization
 from kbert.tokenization import BertPreprocessor
@@ -61,6 +65,15 @@ class GlueConfig:
         do_train, do_eval, do_predict: bool. Which steps to run.
         max_train_examples: int. Train on a random subset of this many examples (seeded).
         seed: int. Seeds the subset, the shuffle, dropout and the new head. Defaults to 12345.
+        distribution_strategy: str or `tf.distribute.Strategy`. One of
+            `kbert.tasks.distribution.STRATEGIES`. Defaults to "one_device".
+        tpu: str. The TPU for distribution_strategy "tpu". Defaults to None.
+        mixed_precision: str. "float32", "mixed_float16" or "mixed_bfloat16". Defaults to
+            "float32".
+        jit_compile: bool. XLA-compile the train step. Each batch is padded to its
+            longest example, so batches come in many shapes (a width per length, and the
+            smaller last batch of each bucket), and XLA compiles every new shape, seconds
+            each: on a short fine-tuning run that costs more than it saves. Defaults to False.
     """
 
     task_name: str
@@ -82,8 +95,13 @@ class GlueConfig:
     do_predict: bool = False
     max_train_examples: int | None = None
     seed: int = 12345
+    distribution_strategy: object = "one_device"
+    tpu: str | None = None
+    mixed_precision: str = "float32"
+    jit_compile: bool = False
 
     def __post_init__(self):
+        distribution.check(self.distribution_strategy, self.mixed_precision)
         if not (self.do_train or self.do_eval or self.do_predict):
             raise ValueError("At least one of do_train, do_eval or do_predict must be set")
         if self.num_train_epochs != int(self.num_train_epochs) or self.num_train_epochs < 1:
@@ -105,10 +123,20 @@ def run_glue(config):
         dict with "train" (fit statistics), "eval" ({split: {metric: value}}) and "predict"
         ({prediction name: path}) for the steps that ran.
     """
+    # First: a multi-worker strategy must exist before TensorFlow runs an op.
+    strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
+    with distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
+        return _run_glue(config, strategy)
+
+
+def _run_glue(config, strategy):
     spec = glue.get_task(config.task_name)
     keras.utils.set_random_seed(config.seed)
     os.makedirs(config.output_dir, exist_ok=True)
     model, vocab_file = load_classifier(config, spec)
+    # Other workers of a multi-worker run write their copies under output_dir/worker_N.
+    config = dataclasses.replace(
+        config, output_dir=distribution.worker_output_dir(config.output_dir, strategy))
     if config.do_train:  # so that output_dir/model.keras comes with its vocab
         _copy(vocab_file, os.path.join(config.output_dir, tf1.VOCAB_FILE))
     # Unpadded: the pipeline pads each batch to its own longest example.
@@ -123,7 +151,7 @@ def run_glue(config):
                             preprocessor, config.eval_batch_size)
             for split, _ in spec.dev_files}
         write_eval_results(config.output_dir, spec, results["eval"],
-                           _global_step(model))
+                           distribution.global_step(model))
     if config.do_predict:
         results["predict"] = {}
         for split, _, name in spec.test_files:
@@ -140,7 +168,9 @@ def load_classifier(config, spec):
 
     A `.keras` file is loaded as is; a Google checkpoint gives a `BertClassifier` with a new
     head (or its run_classifier.py head). Without `init_checkpoint`, evaluating or predicting
-    uses `output_dir/model.keras`, as Google's Estimator restores its `output_dir`.
+    uses `output_dir/model.keras`, as Google's Estimator restores its `output_dir`. Models
+    are built in the current strategy scope and dtype policy (a `.keras` file is converted to
+    `config.mixed_precision`).
     """
     path = config.init_checkpoint
     if path is None and not config.do_train:
@@ -150,7 +180,7 @@ def load_classifier(config, spec):
     if path.endswith(".keras"):
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: not found; train first or pass init_checkpoint")
-        model = keras.saving.load_model(path)
+        model = distribution.load_model(path, config.mixed_precision)
         if not isinstance(model, BertClassifier) or model.num_classes != spec.num_classes:
             raise ValueError(f"{path}: expected a BertClassifier with {spec.num_classes} "
                              f"outputs for {spec.name}")
@@ -173,12 +203,16 @@ def train(model, config, spec, preprocessor):
     tokenized = pipeline.tokenize(examples, preprocessor)
     dataset, steps = pipeline.training_dataset(
         tokenized, examples.label, config.train_batch_size, seed=config.seed)
+    # Every worker shuffles alike (seeded) and keeps its part of each global batch.
+    dataset = distribution.shard_by_data(dataset)
     epochs = int(config.num_train_epochs)
     num_train_steps = steps * epochs
-    optimizer = optimization.create_optimizer(
-        config.learning_rate, num_train_steps, int(num_train_steps * config.warmup_proportion))
-    # Bucketed batches have many shapes; XLA would compile each one, so no jit_compile.
-    model.compile(optimizer=optimizer, jit_compile=False)
+    with model.distribute_strategy.scope():  # optimizer variables beside the model's
+        optimizer = optimization.create_optimizer(
+            config.learning_rate, num_train_steps,
+            int(num_train_steps * config.warmup_proportion))
+        # Bucketed batches have many shapes and XLA compiles each one: off by default.
+        model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
     out = config.output_dir
     epoch_seconds = []
     callbacks = [
@@ -203,7 +237,7 @@ def train(model, config, spec, preprocessor):
     epochs_run = len(history.epoch)  # fewer than `epochs` when resumed from a backup
     stats = {
         "task": spec.name, "examples": len(examples), "epochs": epochs,
-        "epochs_this_run": epochs_run, "steps": int(model.optimizer.iterations),
+        "epochs_this_run": epochs_run, "steps": distribution.global_step(model),
         "seconds": round(seconds, 2),
         "examples_per_second": round(len(examples) * epochs_run / seconds, 2) if seconds else None,
         "epoch_seconds": [round(t, 2) for t in epoch_seconds],
@@ -220,6 +254,9 @@ def predict(model, examples, preprocessor, batch_size):
     """Model outputs [examples, num_classes] for `examples`, in their order."""
     tokenized = pipeline.tokenize(examples, preprocessor)
     dataset, order = pipeline.inference_dataset(tokenized, batch_size)
+    # Under a strategy `predict` splits each batch over the replicas and joins the outputs
+    # back in order.
+    dataset = distribution.shard_by_data(dataset)
     return pipeline.restore_order(model.predict(dataset, verbose=0), order)
 
 
@@ -256,12 +293,6 @@ def write_eval_results(output_dir, spec, results, global_step):
         f.writelines(f"{key} = {flat[key]}\n" for key in sorted(flat))
     with io.atomic_write(os.path.join(output_dir, "eval_results.json")) as f:
         json.dump({"task": spec.name, "global_step": global_step, **results}, f, indent=2)
-
-
-def _global_step(model):
-    # An uncompiled model (evaluate or predict only) has no `optimizer` attribute in Keras 3.
-    optimizer = getattr(model, "optimizer", None)
-    return int(optimizer.iterations) if optimizer is not None else None
 
 
 def _existing(path):

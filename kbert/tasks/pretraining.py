@@ -12,6 +12,11 @@ Files written to `output_dir`:
     pretrainer.keras   the Keras model after the latest epoch; `backup/` while training.
     train_results.json steps, seconds, examples per second and the last epoch's metrics.
     eval_results.txt   Google's "key = value" lines, when an eval input is given.
+
+Runs on one device or several (`distribution_strategy`), in mixed precision if asked; see
+`kbert.tasks.distribution`. `train_batch_size` is global: split over the replicas. With
+several workers each reads its share of the input files (give at least as many files as
+workers).
 """
 
 import collections
@@ -30,6 +35,7 @@ from kbert.config import BertConfig
 from kbert.data import pretraining_input
 from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
+from kbert.tasks import distribution
 from kbert.tasks import optimization
 
 MODEL_FILE = "pretrainer.keras"
@@ -60,6 +66,11 @@ class PretrainingConfig:
         seed: int. Seeds initialization, dropout and the input shuffle. Defaults to 12345.
         jit_compile: bool. XLA-compile the train step (fixed shapes make it pay). Defaults
             to False.
+        distribution_strategy: str or `tf.distribute.Strategy`. One of
+            `kbert.tasks.distribution.STRATEGIES`. Defaults to "one_device".
+        tpu: str. The TPU for distribution_strategy "tpu". Defaults to None.
+        mixed_precision: str. "float32", "mixed_float16" or "mixed_bfloat16". Defaults to
+            "float32".
     """
 
     input_file: str
@@ -79,8 +90,12 @@ class PretrainingConfig:
     eval_batch_size: int = 8
     seed: int = 12345
     jit_compile: bool = False
+    distribution_strategy: object = "one_device"
+    tpu: str | None = None
+    mixed_precision: str = "float32"
 
     def __post_init__(self):
+        distribution.check(self.distribution_strategy, self.mixed_precision)
         if not self.bert_config_file and not self.init_checkpoint:
             raise ValueError("Give bert_config_file (train from scratch) or init_checkpoint")
         if self.num_train_steps < 1 or self.save_checkpoints_steps < 1:
@@ -111,13 +126,17 @@ def pretraining_metrics():
 
 def compile_pretrainer(model, optimizer, jit_compile=False):
     """Compiles a `BertPretrainer` for `fit` on `kbert.data.pretraining_dataset` batches."""
-    model.compile(optimizer=optimizer, loss=pretraining_losses(),
-                  weighted_metrics=pretraining_metrics(), jit_compile=jit_compile)
+    with model.distribute_strategy.scope():  # optimizer variables beside the model's
+        model.compile(optimizer=optimizer, loss=pretraining_losses(),
+                      weighted_metrics=pretraining_metrics(), jit_compile=jit_compile)
     return model
 
 
 def build_pretrainer(config):
-    """The model to train and its vocab file: from `init_checkpoint`, or new from the config."""
+    """The model to train and its vocab file: from `init_checkpoint`, or new from the config.
+
+    Built in the current strategy scope and dtype policy.
+    """
     if config.init_checkpoint:
         source = tf1.GoogleCheckpoint.open(config.init_checkpoint, config.bert_config_file)
         model = BertPretrainer(BertEncoder(**source.config.encoder_kwargs()))
@@ -143,10 +162,19 @@ def run_pretraining(config):
         dict with "train" (steps, seconds, examples per second, last metrics), "checkpoint"
         (the Google checkpoint prefix) and, with an eval input, "eval".
     """
+    # First: a multi-worker strategy must exist before TensorFlow runs an op.
+    strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
+    with distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
+        return _run_pretraining(config, strategy)
+
+
+def _run_pretraining(config, strategy):
     keras.utils.set_random_seed(config.seed)
-    out = config.output_dir
+    # Other workers of a multi-worker run write their copies under output_dir/worker_N.
+    out = distribution.worker_output_dir(config.output_dir, strategy)
     os.makedirs(out, exist_ok=True)
     model, vocab_file = build_pretrainer(config)
+    # Input files are sharded over workers (TensorFlow's AUTO policy: by file).
     dataset = pretraining_input.pretraining_dataset(
         config.input_file, config.train_batch_size, max_seq_length=config.max_seq_length,
         max_predictions_per_seq=config.max_predictions_per_seq, seed=config.seed)
@@ -165,7 +193,7 @@ def run_pretraining(config):
     seconds = time.perf_counter() - start
     trained = len(history.epoch) * steps  # this session's steps (after a resume, fewer)
     results = {"train": {
-        "global_step": int(model.optimizer.iterations),
+        "global_step": distribution.global_step(model),
         "steps_this_run": trained,
         "seconds": round(seconds, 1),
         "examples_per_second": round(trained * config.train_batch_size / max(seconds, 1e-9), 1),
@@ -197,7 +225,7 @@ def evaluate(model, config):
         "next_sentence_accuracy": metrics["nsp_logits_accuracy"],
         "next_sentence_loss": metrics["nsp_logits_loss"],
         "loss": metrics["loss"],
-        "global_step": int(model.optimizer.iterations),
+        "global_step": distribution.global_step(model),
     }
 
 

@@ -8,6 +8,9 @@ AdamW schedule, `keras.callbacks.BackupAndRestore`), `predict_logits`, and
 Batches are cut to their longest window (rounded up to 16), and training batches are drawn
 from pools of 64 batches sorted by length, so little time goes to padding; the data order is a
 function of (seed, step), so a resumed run sees the batches it would have seen.
+
+`run_squad` runs on one device or several (`distribution_strategy`), in mixed precision if
+asked; see `kbert.tasks.distribution`. The batch sizes are global: split over the replicas.
 """
 
 import json
@@ -25,6 +28,7 @@ from kbert.data import squad as squad_data
 from kbert.models.encoder import BertEncoder
 from kbert.models.span_labeler import MASKED_LOGIT
 from kbert.models.span_labeler import BertSpanLabeler
+from kbert.tasks import distribution
 from kbert.tasks import optimization
 from kbert.tasks import squad_metrics
 from kbert.tasks import squad_postprocess
@@ -38,8 +42,12 @@ _POOL_BATCHES = 64  # batches per length-sorted pool
 _WIDTH_MULTIPLE = 16  # batch widths are rounded up to this, to bound retracing
 
 
-def build_model(init_checkpoint=None, bert_config_file=None, allow_null=False):
+def build_model(init_checkpoint=None, bert_config_file=None, allow_null=False,
+                mixed_precision="float32"):
     """A `BertSpanLabeler` from a `.keras` file, a Google checkpoint, or a fresh config.
+
+    Built in the current strategy scope and dtype policy; a `.keras` file is converted to
+    `mixed_precision`.
 
     Args:
         init_checkpoint: str or None. A saved `.keras` span labeler, or a Google release /
@@ -47,9 +55,11 @@ def build_model(init_checkpoint=None, bert_config_file=None, allow_null=False):
         bert_config_file: str or None. `bert_config.json`; required without a checkpoint,
             else defaults to the one beside it.
         allow_null: bool. SQuAD 2.0's [CLS] "no answer". Defaults to False.
+        mixed_precision: str. The policy of a model loaded from `.keras`. Defaults to
+            "float32".
     """
     if init_checkpoint and init_checkpoint.endswith(".keras"):
-        model = keras.saving.load_model(init_checkpoint)
+        model = distribution.load_model(init_checkpoint, mixed_precision)
         if model.allow_null != allow_null:
             raise ValueError(f"{init_checkpoint}: allow_null is {model.allow_null}; this run "
                              f"needs {allow_null} (version_2_with_negative)")
@@ -130,8 +140,8 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
         callbacks: more Keras callbacks.
         verbose: Keras `fit` verbosity. Defaults to 2 (a line per part).
         run_eagerly: bool. No tf.function (debugging, tiny models). Defaults to False.
-        jit_compile: bool. XLA; it compiles once per batch width (up to seq / 16 widths).
-            Defaults to False.
+        jit_compile: bool. XLA; it compiles once per batch width (up to seq / 16 widths),
+            seconds each. Defaults to False.
 
     Returns:
         dict: `steps`, `steps_per_part`, `start_step`, `loss` (mean over the last part) and
@@ -142,13 +152,14 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
     parts = math.ceil(wanted / save_checkpoints_steps)
     steps_per_part = math.ceil(wanted / parts)
     total = parts * steps_per_part
-    model.compile(optimizer=optimization.create_optimizer(
-        learning_rate, total, int(total * warmup_proportion)), run_eagerly=run_eagerly,
-        jit_compile=jit_compile)
+    with model.distribute_strategy.scope():  # optimizer variables beside the model's
+        model.compile(optimizer=optimization.create_optimizer(
+            learning_rate, total, int(total * warmup_proportion)), run_eagerly=run_eagerly,
+            jit_compile=jit_compile)
     backup = keras.callbacks.BackupAndRestore(os.path.join(output_dir, BACKUP_DIR))
     backup.set_model(model)
     backup.on_train_begin()  # restore now, so the data stream can start where it stopped
-    start = int(model.optimizer.iterations.numpy())
+    start = distribution.global_step(model)
     if start:
         logging.info("resuming at step %d of %d from %s", start, total, backup.backup_dir)
     spec = tf.TensorSpec([None, None], tf.int32)
@@ -157,6 +168,8 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
         output_signature=({name: spec for name in features.inputs()},
                           {name: tf.TensorSpec([None], tf.int32)
                            for name in ("start_logits", "end_logits")})).prefetch(2)
+    # Every worker generates the same stream and keeps its part of each global batch.
+    dataset = distribution.shard_by_data(dataset)
     logging.info("training %d steps (%d parts of %d) on %d windows, batch %d", total, parts,
                  steps_per_part, len(features), batch_size)
     began = time.time()
@@ -176,7 +189,7 @@ class _StepLogger(keras.callbacks.Callback):
         self.every, self.batch_size, self.began = every, batch_size, None
 
     def on_train_batch_end(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
+        step = distribution.global_step(self.model)
         if self.began is None:
             self.began = (time.time(), step)
         elif step % self.every == 0:
@@ -188,18 +201,21 @@ class _StepLogger(keras.callbacks.Callback):
 def predict_logits(model, features, batch_size=8):
     """Start and end logits of every window, float32 [features, seq] each.
 
-    Windows are run in order of length, each batch cut to its longest window (rounded up to
-    16); positions past that are `MASKED_LOGIT`.
+    Windows are grouped by length rounded up to 16 and each group is predicted cut to that
+    width (under a strategy `predict` splits every batch over the replicas); positions past
+    it are `MASKED_LOGIT`.
     """
     lengths = features.padding_mask.sum(axis=1)
-    order = np.argsort(lengths, kind="stable")
     shape = features.token_ids.shape
+    widths = np.minimum(shape[1], -(-lengths // _WIDTH_MULTIPLE) * _WIDTH_MULTIPLE)
     start = np.full(shape, MASKED_LOGIT, np.float32)
     end = np.full(shape, MASKED_LOGIT, np.float32)
-    for i in range(0, len(order), batch_size):
-        rows = order[i:i + batch_size]
-        inputs, width = _batch_inputs(features, rows, lengths)
-        outputs = model.predict_on_batch(inputs)
+    for width in np.unique(widths):
+        rows = np.flatnonzero(widths == width)
+        inputs = {name: array[rows, :width] for name, array in features.inputs().items()}
+        dataset = distribution.shard_by_data(
+            tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size))
+        outputs = model.predict(dataset, verbose=0)
         start[rows, :width] = outputs["start_logits"]
         end[rows, :width] = outputs["end_logits"]
     return start, end
@@ -211,14 +227,17 @@ def run_squad(output_dir, vocab_file=None, *, train_file=None, predict_file=None
               n_best_size=20, version_2_with_negative=False, null_score_diff_threshold=0.0,
               train_batch_size=32, predict_batch_size=8, learning_rate=5e-5,
               num_train_epochs=3.0, warmup_proportion=0.1, save_checkpoints_steps=1000,
-              seed=12345):
+              seed=12345, distribution_strategy="one_device", tpu=None,
+              mixed_precision="float32", jit_compile=False):
     """Google's run_squad.py as a function: train on `train_file`, predict `predict_file`.
 
     Writes to `output_dir`: `span_labeler.keras` and `train_results.json` after training;
     `predictions.json`, `nbest_predictions.json` (and `null_odds.json` for SQuAD 2.0) after
     predicting; `eval_results.json` when `predict_file` has answers (official EM/F1).
-    Arguments are those of Google's flags, plus `seed` (data order and head init). To only
-    predict, `init_checkpoint` defaults to the `span_labeler.keras` of `output_dir`.
+    Arguments are those of Google's flags, plus `seed` (data order and head init) and the
+    settings of `kbert.tasks.distribution`: `distribution_strategy`, `tpu`, `mixed_precision`
+    and `jit_compile` (XLA, compiled once per batch width). To only predict,
+    `init_checkpoint` defaults to the `span_labeler.keras` of `output_dir`.
 
     Returns:
         dict with "train" and/or "eval" results.
@@ -228,13 +247,38 @@ def run_squad(output_dir, vocab_file=None, *, train_file=None, predict_file=None
     if max_seq_length <= max_query_length + 3:
         raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than "
                          f"max_query_length ({max_query_length}) + 3")
+    distribution.check(distribution_strategy, mixed_precision)
+    # Before any TensorFlow op: a multi-worker strategy configures TensorFlow at startup.
+    strategy = distribution.make_strategy(distribution_strategy, tpu)
+    with distribution.mixed_precision_scope(mixed_precision), strategy.scope():
+        return _run_squad(
+            output_dir, vocab_file, strategy, train_file=train_file, predict_file=predict_file,
+            init_checkpoint=init_checkpoint, bert_config_file=bert_config_file,
+            do_lower_case=do_lower_case, max_seq_length=max_seq_length, doc_stride=doc_stride,
+            max_query_length=max_query_length, max_answer_length=max_answer_length,
+            n_best_size=n_best_size, version_2_with_negative=version_2_with_negative,
+            null_score_diff_threshold=null_score_diff_threshold,
+            train_batch_size=train_batch_size, predict_batch_size=predict_batch_size,
+            learning_rate=learning_rate, num_train_epochs=num_train_epochs,
+            warmup_proportion=warmup_proportion,
+            save_checkpoints_steps=save_checkpoints_steps, seed=seed,
+            mixed_precision=mixed_precision, jit_compile=jit_compile)
+
+
+def _run_squad(output_dir, vocab_file, strategy, *, train_file, predict_file, init_checkpoint,
+               bert_config_file, do_lower_case, max_seq_length, doc_stride, max_query_length,
+               max_answer_length, n_best_size, version_2_with_negative,
+               null_score_diff_threshold, train_batch_size, predict_batch_size, learning_rate,
+               num_train_epochs, warmup_proportion, save_checkpoints_steps, seed,
+               mixed_precision, jit_compile):
     trained = os.path.join(output_dir, MODEL_FILE)
     if not train_file and not init_checkpoint and os.path.exists(trained):
         init_checkpoint = trained  # predict with the model an earlier run trained
     if vocab_file is None:
         vocab_file = _vocab_beside(init_checkpoint)
     keras.utils.set_random_seed(seed)
-    model = build_model(init_checkpoint, bert_config_file, version_2_with_negative)
+    model = build_model(init_checkpoint, bert_config_file, version_2_with_negative,
+                        mixed_precision)
     if max_seq_length > model.encoder.max_sequence_length:
         raise ValueError(f"max_seq_length ({max_seq_length}) is longer than the model's "
                          f"max_position_embeddings ({model.encoder.max_sequence_length})")
@@ -242,6 +286,8 @@ def run_squad(output_dir, vocab_file=None, *, train_file=None, predict_file=None
     featurize = dict(tokenizer=tokenizer, max_seq_length=max_seq_length, doc_stride=doc_stride,
                      max_query_length=max_query_length,
                      version_2_with_negative=version_2_with_negative)
+    # Other workers of a multi-worker run write their copies under output_dir/worker_N.
+    output_dir = distribution.worker_output_dir(output_dir, strategy)
     os.makedirs(output_dir, exist_ok=True)
     results = {}
     if train_file:
@@ -254,7 +300,7 @@ def run_squad(output_dir, vocab_file=None, *, train_file=None, predict_file=None
             model, features, output_dir, batch_size=train_batch_size,
             num_train_epochs=num_train_epochs, learning_rate=learning_rate,
             warmup_proportion=warmup_proportion,
-            save_checkpoints_steps=save_checkpoints_steps, seed=seed)
+            save_checkpoints_steps=save_checkpoints_steps, seed=seed, jit_compile=jit_compile)
         results["train"].update(examples=len(examples), windows=len(features))
         _save_model(model, os.path.join(output_dir, MODEL_FILE))
         _write_json(os.path.join(output_dir, TRAIN_RESULTS_FILE), results["train"])

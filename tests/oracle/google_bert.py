@@ -37,6 +37,7 @@ import sys
 import types
 import zlib
 
+import absl.flags
 import numpy as np
 import tensorflow as tf
 
@@ -226,6 +227,12 @@ def _heads():
             _LOADED["heads"] = _ReplicaHeads
             HEADS_SOURCE = f"replica ({type(e).__name__}: {e})"
         else:
+            # The head builders read no flags; drop the ones the import defined, so that a
+            # tool imported later in this process can define its own `max_seq_length` etc.
+            flag_values = absl.flags.FLAGS
+            for name in list(flag_values):
+                if flag_values.find_module_defining_flag(name) == run_pretraining.__name__:
+                    delattr(flag_values, name)
             run_pretraining.tf = _TF1_FOR_GOOGLE
             _LOADED["heads"] = run_pretraining
             HEADS_SOURCE = "bert.run_pretraining"

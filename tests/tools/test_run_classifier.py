@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 
 TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "run_classifier.py")
 MRPC = os.path.join(os.path.dirname(__file__), "..", "fixtures", "glue", "MRPC")
@@ -32,3 +33,23 @@ def test_usage_errors(tmp_path):
     assert result.returncode != 0 and "At least one of do_train" in result.stderr
     result = run("--task_name=MRPC", f"--output_dir={tmp_path}", "--do_eval")
     assert result.returncode != 0 and "data_dir" in result.stderr
+
+
+def test_mirrored_mixed_bfloat16(tiny_google_dir, tmp_path):
+    result = run("--task_name=MRPC", f"--data_dir={MRPC}", f"--init_checkpoint={tiny_google_dir}",
+                 f"--output_dir={tmp_path}", "--do_train", "--do_eval", "--max_seq_length=16",
+                 "--train_batch_size=4", "--num_train_epochs=1", "--max_train_examples=6",
+                 "--distribution_strategy=mirrored", "--mixed_precision=mixed_bfloat16")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((tmp_path / "train_results.json").read_text())["steps"] == 2
+    assert "dev_accuracy = " in (tmp_path / "eval_results.txt").read_text()
+    config = json.loads(zipfile.ZipFile(tmp_path / "model.keras").read("config.json"))
+    assert config["config"]["dtype"]["config"]["name"] == "mixed_bfloat16"
+
+
+def test_tpu_without_a_tpu_is_a_clear_error(tiny_google_dir, tmp_path):
+    result = run("--task_name=MRPC", f"--data_dir={MRPC}", f"--init_checkpoint={tiny_google_dir}",
+                 f"--output_dir={tmp_path}", "--do_eval", "--distribution_strategy=tpu",
+                 "--tpu=local")
+    assert result.returncode != 0
+    assert "distribution_strategy=tpu: no TPU reachable at tpu='local'" in result.stderr

@@ -42,3 +42,23 @@ def test_trains_predicts_and_evaluates(tmp_path):
     train = json.loads((out / "train_results.json").read_text())
     assert train["steps"] == 5 and train["windows"] == 22
 
+
+
+def test_mirrored_mixed_bfloat16(tmp_path):
+    (tmp_path / "vocab.txt").write_text("\n".join(SPECIAL + WORDS + list("()-.,?")) + "\n")
+    (tmp_path / "bert_config.json").write_text(json.dumps(dict(
+        vocab_size=len(SPECIAL + WORDS) + 6, hidden_size=12, num_hidden_layers=1,
+        num_attention_heads=2, intermediate_size=20, max_position_embeddings=48)))
+    data = str(tmp_path / "data.json")
+    with open(data, "w", encoding="utf-8") as f:
+        json.dump(_data(), f)
+    out = tmp_path / "out"
+    result = run("--do_train", "--do_predict", f"--train_file={data}", f"--predict_file={data}",
+                 f"--vocab_file={tmp_path / 'vocab.txt'}", f"--output_dir={out}",
+                 f"--bert_config_file={tmp_path / 'bert_config.json'}",
+                 "--max_seq_length=40", "--doc_stride=12", "--max_query_length=8",
+                 "--train_batch_size=4", "--num_train_epochs=1",
+                 "--distribution_strategy=mirrored", "--mixed_precision=mixed_bfloat16")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((out / "train_results.json").read_text())["steps"] == 5
+    assert json.loads((out / "eval_results.json").read_text())["total"] == 14

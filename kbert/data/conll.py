@@ -1,0 +1,425 @@
+"""NER data: CoNLL and two-column readers, BIO conversion, word-piece alignment, tf.data.
+
+Two formats of one word per line, sentences separated by blank lines:
+    conll       CoNLL-2003: `word POS chunk NER` (any number of columns, the same in every
+                line of a file: the word first, the entity label last). `-DOCSTART-` lines
+                end a document and are skipped.
+    two_column  `token label`, e.g. character-level Chinese NER (ResumeNER's `*.char.bmes`).
+
+Labels are converted to BIO (IOB2) when read, so that training, decoding and scoring see one
+scheme: IOB1 (CoNLL-2003's own files, where `I-` starts an entity unless it follows one of
+the same type) becomes `B-` at every entity start, and BMES/BIOES (`M-`, `E-` = inside,
+`S-` = single) becomes `I-` and `B-`. See `to_bio`.
+
+`featurize` aligns words with word-pieces (the worked example is in its docstring), splits
+long sentences into windows and packs them as model inputs; `training_dataset` and
+`inference_dataset` batch them, and `word_labels` maps predictions back to one label per
+original word.
+"""
+
+import dataclasses
+import typing
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from kbert import io
+from kbert.data import pipeline
+
+FORMATS = ("conll", "two_column")
+# Accepted label prefixes of each tag scheme ("auto": any of them).
+TAG_SCHEMES = {"auto": "BIMESO", "bio": "BIO", "iob1": "BIO", "iob2": "BIO", "bmes": "BMESO",
+               "bioes": "BIESO", "iobes": "BIESO"}
+DOCSTART = "-DOCSTART-"
+
+
+@dataclasses.dataclass(frozen=True)
+class Sentence:
+    """One sentence of a NER file.
+
+    Args:
+        words: tuple of str. The words (or characters) as the file gives them.
+        labels: tuple of str. One BIO label per word.
+        path: str. The file it was read from.
+        lines: tuple of int. The 1-based line number of each word.
+    """
+
+    words: tuple
+    labels: tuple
+    path: str = "<memory>"
+    lines: tuple = ()
+
+    def location(self, i=0):
+        """`file:line` of word `i`."""
+        return f"{self.path}:{self.lines[i]}" if self.lines else f"{self.path}:word {i}"
+
+
+def read_ner_file(path, data_format="conll", tag_scheme="auto"):
+    """Reads a CoNLL or two-column NER file; labels come back in BIO.
+
+    Args:
+        path: str. The file (UTF-8; a byte-order mark and CRLF line ends are accepted).
+        data_format: str. "conll" or "two_column". Defaults to "conll".
+        tag_scheme: str. The file's scheme: "bio" (= "iob2"), "iob1", "bmes", "bioes"
+            (= "iobes") or "auto" (any of these prefixes; the conversion is the same).
+            Defaults to "auto".
+
+    Returns:
+        list of `Sentence`.
+
+    Raises:
+        ValueError: naming `file:line`, for a line with the wrong number of columns or a
+            label that is not "O" or "<prefix>-<type>" of the scheme.
+    """
+    if data_format not in FORMATS:
+        raise ValueError(f"data_format must be one of {FORMATS}, got {data_format!r}")
+    if tag_scheme not in TAG_SCHEMES:
+        raise ValueError(f"tag_scheme must be one of {sorted(TAG_SCHEMES)}, got {tag_scheme!r}")
+    allowed = TAG_SCHEMES[tag_scheme]
+    sentences, words, labels, lines, width = [], [], [], [], None
+
+    def flush():
+        if words:
+            sentences.append(Sentence(tuple(words), tuple(to_bio(labels)), path, tuple(lines)))
+        words.clear(), labels.clear(), lines.clear()
+
+    with open(path, encoding="utf-8-sig") as f:
+        for number, line in enumerate(f, start=1):
+            fields = line.split()
+            if not fields:
+                flush()
+                continue
+            if fields[0] == DOCSTART:
+                flush()
+                continue
+            if data_format == "two_column" and len(fields) != 2:
+                raise ValueError(f"{path}:{number}: expected 2 columns (token label), got "
+                                 f"{len(fields)}: {line.rstrip()!r}")
+            if len(fields) < 2:
+                raise ValueError(f"{path}:{number}: expected a word and a label, got "
+                                 f"{line.rstrip()!r}")
+            width = width or len(fields)
+            if len(fields) != width:
+                raise ValueError(f"{path}:{number}: {len(fields)} columns, but the file's "
+                                 f"first word line has {width}")
+            label = fields[-1]
+            prefix, dash, type_ = label.partition("-")
+            if not (label == "O" or prefix in allowed and prefix != "O" and dash and type_):
+                raise ValueError(f"{path}:{number}: label {label!r} is not 'O' or "
+                                 f"'<{'|'.join(p for p in allowed if p != 'O')}>-<type>' "
+                                 f"(tag_scheme={tag_scheme!r})")
+            words.append(fields[0])
+            labels.append(label)
+            lines.append(number)
+    flush()
+    return sentences
+
+
+def to_bio(labels):
+    """Labels of one sentence in BIO (IOB2).
+
+    `S-X` becomes `B-X`, and `M-X`, `E-X` become `I-X` (BMES, BIOES); then every `I-X` that
+    does not continue an entity of type X (at the start, after `O` or after another type)
+    becomes `B-X` (IOB1 -> IOB2). Valid BIO comes back unchanged, and the entities are those
+    `kbert.tasks.ner_metrics` finds in valid input of any of these schemes.
+
+    Args:
+        labels: sequence of str.
+
+    Returns:
+        list of str.
+    """
+    out = []
+    for label in labels:
+        prefix, dash, type_ = label.partition("-")
+        if prefix == "S":
+            prefix = "B"
+        elif prefix in ("M", "E"):
+            prefix = "I"
+        if prefix == "I" and (not out or out[-1] == "O" or out[-1][2:] != type_):
+            prefix = "B"
+        out.append(label if label == "O" else f"{prefix}{dash}{type_}")
+    return out
+
+
+def label_vocabulary(sentences):
+    """The labels of `sentences`: "O" first, then by type, B- before I-.
+
+    Returns:
+        tuple of str.
+    """
+    labels = {label for s in sentences for label in s.labels}
+    rest = sorted(labels - {"O"}, key=lambda label: (label[2:], label[:1]))
+    return (("O",) if "O" in labels else ()) + tuple(rest)
+
+
+def unseen_labels(sentences, labels):
+    """`file:line: label` of every word whose label is not in `labels`, logged as a warning.
+
+    A model cannot predict a label it never saw in training; its gold entities still count
+    (as missed) when scoring.
+
+    Returns:
+        list of str.
+    """
+    known = set(labels)
+    found = [f"{s.location(i)}: {label}" for s in sentences
+             for i, label in enumerate(s.labels) if label not in known]
+    if found:
+        logging.warning("%d word(s) with labels unseen in training, e.g. %s", len(found),
+                        "; ".join(found[:5]))
+    return found
+
+
+class Windows(typing.NamedTuple):
+    """Model inputs of a set of sentences, one row per window (see `featurize`).
+
+    Attributes:
+        features: dict of int32 `tf.RaggedTensor` [windows, (seq)]: token_ids, segment_ids,
+            padding_mask.
+        label_ids: int32 `tf.RaggedTensor` [windows, (seq)]. The word's label id on its first
+            piece, 0 elsewhere.
+        label_weights: float32 `tf.RaggedTensor` [windows, (seq)]. 1 on the first piece of
+            each word, 0 on later pieces, [CLS] and [SEP]: the loss and metric weights.
+        sentence_ids: np.ndarray of int [windows]. The sentence of each window.
+        first_words: np.ndarray of int [windows]. Index in its sentence of the window's
+            first word.
+        lengths: np.ndarray of int [windows]. Pieces per window, [CLS] and [SEP] included.
+        num_sentences: int. Sentences featurized.
+    """
+
+    features: dict
+    label_ids: tf.RaggedTensor
+    label_weights: tf.RaggedTensor
+    sentence_ids: np.ndarray
+    first_words: np.ndarray
+    lengths: np.ndarray
+    num_sentences: int
+
+    def __len__(self):
+        return len(self.lengths)
+
+
+def featurize(sentences, tokenizer, max_seq_length, label_map=None, batch_size=8192):
+    """Word-pieces of every word, label alignment, and windows of at most `max_seq_length`.
+
+    Each word is tokenized on its own (`tokenizer.tokenize_ids` of the word as the file gives
+    it), so words are never merged or split differently from the data. The word's label goes
+    on its first piece; later pieces, `[CLS]` and `[SEP]` get weight 0, so they count in
+    neither the loss nor the metric. A sentence whose pieces do not fit in `max_seq_length`
+    (with `[CLS]` and `[SEP]`) is split between words into consecutive windows, each packed
+    as `[CLS] pieces [SEP]`; every word is in exactly one window. With `max_seq_length=10`
+    (8 pieces a window), BERT's uncased vocabulary and labels {O: 0, B-PER: 1, I-PER: 2,
+    B-LOC: 3}:
+
+        words      Koizumi            met   Jagdeep                in   Oslo    .
+        labels     B-PER              O     B-PER                  O    B-LOC   O
+        window 0 (first_words 0):
+        pieces     [CLS] ko ##iz ##umi met   ja ##g ##dee ##p [SEP]
+        label_ids    0   1   0    0     0    1   0   0    0     0
+        weights      0   1   0    0     1    1   0   0    0     0
+        window 1 (first_words 3):
+        pieces     [CLS]                                       in   oslo    .   [SEP]
+        label_ids    0                                         0    3       0     0
+        weights      0                                         1    1       1     0
+
+    "Koizumi" is three pieces and only `ko` carries B-PER; "in" does not fit in window 0
+    (3 + 1 + 4 + 1 = 9 pieces > 8), so window 1 starts at word 3. The loss and the metric
+    read only the weight-1 positions, and `word_labels` maps them back to words in order.
+    A word the vocabulary cannot cover is one `[UNK]` piece carrying the word's label; a
+    word that tokenizes to nothing (only characters BERT deletes, e.g. U+200B) is given one
+    `[UNK]` piece too, so that every word gets a prediction. A single word with more pieces
+    than a window holds keeps its first pieces (its label is on the first) and is logged.
+
+    Args:
+        sentences: list of `Sentence`.
+        tokenizer: `kbert.FullTokenizer`.
+        max_seq_length: int. Pieces per window, `[CLS]` and `[SEP]` included; at least 3.
+        label_map: dict of str -> int or None. Label ids; None gives label_ids 0 (for
+            prediction). Every label must be in it.
+        batch_size: int. Words per tokenizer call. Defaults to 8192.
+
+    Returns:
+        `Windows`.
+    """
+    if max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be >= 3 ([CLS] piece [SEP]), got "
+                         f"{max_seq_length}")
+    capacity = max_seq_length - 2
+    cls_id, sep_id, unk_id = (tokenizer.vocab[t] for t in ("[CLS]", "[SEP]", "[UNK]"))
+    pieces = _word_pieces([w for s in sentences for w in s.words], tokenizer, batch_size)
+    token_rows, label_rows, weight_rows, sentence_ids, first_words = [], [], [], [], []
+    long_words, split_sentences, cursor = [], 0, 0
+    for sentence_id, sentence in enumerate(sentences):
+        label_ids = _label_ids(sentence, label_map)
+        words = []
+        for i in range(len(sentence.words)):
+            word = pieces[cursor + i] or [unk_id]
+            if len(word) > capacity:
+                long_words.append(f"{sentence.location(i)} ({len(word)} pieces)")
+                word = word[:capacity]
+            words.append(word)
+        cursor += len(sentence.words)
+        bounds = _window_bounds([len(word) for word in words], capacity)
+        split_sentences += len(bounds) > 1
+        for first, end in bounds:
+            tokens, labels, weights = [cls_id], [0], [0.0]
+            for word, label in zip(words[first:end], label_ids[first:end], strict=True):
+                tokens += word
+                labels += [label] + [0] * (len(word) - 1)
+                weights += [1.0] + [0.0] * (len(word) - 1)
+            token_rows.append(tokens + [sep_id])
+            label_rows.append(labels + [0])
+            weight_rows.append(weights + [0.0])
+            sentence_ids.append(sentence_id)
+            first_words.append(first)
+    if split_sentences:
+        logging.info("%d of %d sentences are longer than max_seq_length=%d pieces and were "
+                     "split into windows", split_sentences, len(sentences), max_seq_length)
+    if long_words:
+        logging.warning("%d word(s) have more pieces than a window holds (%d) and keep their "
+                        "first %d: %s", len(long_words), capacity, capacity,
+                        "; ".join(long_words[:5]))
+    lengths = np.array([len(row) for row in token_rows], np.int64)
+
+    def ragged(rows, dtype):
+        flat = np.fromiter((v for row in rows for v in row), dtype, count=int(lengths.sum()))
+        return tf.RaggedTensor.from_row_lengths(flat, lengths)
+
+    token_ids = ragged(token_rows, np.int32)
+    features = {"token_ids": token_ids,
+                "segment_ids": tf.zeros_like(token_ids),
+                "padding_mask": tf.ones_like(token_ids)}
+    return Windows(features, ragged(label_rows, np.int32), ragged(weight_rows, np.float32),
+                   np.array(sentence_ids, np.int64), np.array(first_words, np.int64), lengths,
+                   len(sentences))
+
+
+def _window_bounds(piece_counts, capacity):
+    """(first, end) word ranges of consecutive windows of at most `capacity` pieces; one
+    empty window for an empty sentence."""
+    bounds, first, used = [], 0, 0
+    for i, count in enumerate(piece_counts):
+        if used and used + count > capacity:
+            bounds.append((first, i))
+            first, used = i, 0
+        used += count
+    bounds.append((first, len(piece_counts)))
+    return bounds
+
+
+def _word_pieces(words, tokenizer, batch_size):
+    """Piece ids of every word, each tokenized on its own: list of lists of int."""
+    out = []
+    for start in range(0, len(words), batch_size):
+        ids = tokenizer.tokenize_ids(words[start:start + batch_size])
+        values = ids.flat_values.numpy().tolist()
+        splits = ids.row_splits.numpy().tolist()
+        out += [values[a:b] for a, b in zip(splits[:-1], splits[1:], strict=True)]
+    return out
+
+
+def _label_ids(sentence, label_map):
+    if label_map is None:
+        return [0] * len(sentence.words)
+    try:
+        return [label_map[label] for label in sentence.labels]
+    except KeyError:
+        i = next(i for i, label in enumerate(sentence.labels) if label not in label_map)
+        raise ValueError(f"{sentence.location(i)}: label {sentence.labels[i]!r} is not in the "
+                         f"label vocabulary {sorted(label_map)}") from None
+
+
+def training_dataset(windows, batch_size, seed=None, bucket_boundaries=None):
+    """Shuffled, length-bucketed batches of (inputs, label_ids, label_weights) for `fit`.
+
+    Args:
+        windows: `Windows` featurized with a `label_map`.
+        batch_size: int. Windows per batch.
+        seed: int or None. Shuffle seed. Defaults to None.
+        bucket_boundaries: list of int. Defaults to
+            `kbert.data.pipeline.default_bucket_boundaries(longest window)`.
+
+    Returns:
+        (`tf.data.Dataset` of (dict of int32 [batch, seq], int32 [batch, seq], float32
+        [batch, seq]), steps per epoch). Padding has weight 0.
+    """
+    if not len(windows):
+        raise ValueError("no training sentences")
+    if bucket_boundaries is None:
+        bucket_boundaries = pipeline.default_bucket_boundaries(int(windows.lengths.max()))
+    steps = pipeline.steps_per_epoch(windows.lengths, batch_size, bucket_boundaries)
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (windows.features, windows.label_ids, windows.label_weights))
+    dataset = dataset.shuffle(len(windows), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.map(_dense)
+    if bucket_boundaries:
+        dataset = dataset.bucket_by_sequence_length(
+            lambda features, *_: tf.shape(features["token_ids"])[0],
+            bucket_boundaries=list(bucket_boundaries),
+            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1))
+    else:
+        dataset = dataset.padded_batch(batch_size)
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
+    return dataset.prefetch(tf.data.AUTOTUNE), steps
+
+
+def inference_dataset(windows, batch_size):
+    """Batches of (inputs, label_weights) sorted by length, for prediction.
+
+    Returns:
+        (`tf.data.Dataset`, `order`: np.ndarray [windows], the window of each row the
+        dataset yields, in order).
+    """
+    order = np.argsort(windows.lengths, kind="stable")
+    features = {name: tf.gather(values, order) for name, values in windows.features.items()}
+    weights = tf.gather(windows.label_weights, order)
+    dataset = tf.data.Dataset.from_tensor_slices((features, weights)).map(_dense)
+    return dataset.padded_batch(batch_size).prefetch(tf.data.AUTOTUNE), order
+
+
+def word_labels(windows, predicted_ids, label_names, sentences):
+    """One predicted label per original word, from per-window predicted label ids.
+
+    Args:
+        windows: `Windows` of `sentences`.
+        predicted_ids: list of int arrays, one per window (in `windows` order), each at
+            least as long as the window's pieces; read at the weight-1 positions.
+        label_names: sequence of str. Name of each label id.
+        sentences: list of `Sentence`.
+
+    Returns:
+        list (per sentence) of lists of str, one label per word.
+    """
+    out = [[None] * len(s.words) for s in sentences]
+    weights = windows.label_weights.to_list()
+    for window, (sentence, first) in enumerate(zip(windows.sentence_ids, windows.first_words,
+                                                   strict=True)):
+        positions = np.flatnonzero(np.asarray(weights[window]) > 0)
+        ids = np.asarray(predicted_ids[window])[positions]
+        out[sentence][first:first + len(ids)] = [label_names[int(i)] for i in ids]
+    missing = [sentences[s].location(i) for s, row in enumerate(out)
+               for i, label in enumerate(row) if label is None]
+    if missing:
+        raise ValueError(f"no prediction for {len(missing)} word(s), e.g. {missing[:3]}")
+    return out
+
+
+def write_predictions(path, sentences, predicted):
+    """Writes `word gold predicted` lines, a blank line after each sentence (conlleval's input).
+
+    Gold labels are the BIO labels the scores were computed on.
+    """
+    with io.atomic_write(path) as f:
+        for sentence, labels in zip(sentences, predicted, strict=True):
+            f.writelines(f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.labels,
+                                                             labels, strict=True))
+            f.write("\n")
+
+
+def _dense(features, *rest):
+    # A slice of a ragged [windows, (seq)] tensor is a ragged_rank-0 "ragged" tensor, which
+    # padded_batch refuses; as a dense [seq] tensor it pads.
+    return ({name: tf.convert_to_tensor(v) for name, v in features.items()},
+            *(tf.convert_to_tensor(r) for r in rest))

@@ -1,0 +1,191 @@
+"""export_saved_model: a kbert model as a TensorFlow SavedModel that takes raw text.
+
+The SavedModel needs only TensorFlow and tensorflow-text to load and run (and a TensorFlow
+Serving build with the tensorflow-text ops to serve): tokenization is in the graph, and the
+vocab and label names are SavedModel assets.
+"""
+
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from kbert.export import serving
+from kbert.models.classifier import BertClassifier
+from kbert.models.encoder import BertEncoder
+from kbert.models.span_labeler import BertSpanLabeler
+from kbert.models.tagger import BertTokenClassifier
+from kbert.tokenization import vocab as vocab_lib
+
+TEXT_SIGNATURE = serving.TEXT_SIGNATURE
+TOKEN_IDS_SIGNATURE = serving.TOKEN_IDS_SIGNATURE
+_TASKS = (("span_labeler", BertSpanLabeler), ("classifier", BertClassifier),
+          ("tagger", BertTokenClassifier), ("encoder", BertEncoder))
+
+
+def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
+                       max_seq_length=128, never_split=None, label_names=None,
+                       text_pair=False, max_query_length=64, max_answer_length=30,
+                       null_score_diff_threshold=0.0, overwrite=False):
+    """Writes `model` as a SavedModel with a raw-text and a token-id serving signature.
+
+    `serving_default` takes string tensors [batch]: `text` (or `text_a` and `text_b` with
+    `text_pair`), or `question` and `context` for a span labeler. It tokenizes in-graph
+    exactly as `kbert.BertPreprocessor` with the same vocab, casing and never-split tokens,
+    truncates to `max_seq_length` as training did, pads to the batch's longest sequence, and
+    returns (all with a leading [batch] dimension; `seq` is the padded length):
+
+    - `kbert.BertEncoder`: `pooled_output` [batch, hidden], `sequence_output`
+      [batch, seq, hidden];
+    - `BertClassifier`: `logits` and `probabilities` [batch, classes], `label_id` int32 and,
+      with `label_names`, `label` string; a regression head (1 class) returns `score`;
+    - `BertSpanLabeler`: `start_logits`, `end_logits` [batch, seq]; `answer` string, the
+      context text of the best valid span (see `serving.best_spans`; "" if the context is
+      empty or, with `allow_null`, when "no answer" wins), and `answer_start`,
+      `answer_end` int64, its character offsets in `context` (-1 if none). As run_squad.py,
+      the question is cut to `max_query_length` pieces and the context fills the rest of
+      one window;
+    - those three also return `tokens`, string [batch, seq]: the word pieces ("" for padding);
+    - `BertTokenClassifier`: `words` string [batch, words], the text split at whitespace
+      (as `str.split()`), with `label_ids` int32 and `labels` string (with `label_names`)
+      of each word, padded with "" / -1. Words are aligned as `kbert.data.conll` does in
+      training (see `tagging`): a long text is split into windows, so every word is labelled.
+
+    `serve_token_ids` takes Google's int32 [batch, seq] `input_ids`, `input_mask` and
+    `segment_ids` and returns the same outputs, less those that need the text. For a tagger
+    it also takes `label_mask` (1 on the first piece of each word, as `kbert.data.conll`'s
+    label weights) and returns per piece `logits` [batch, seq, labels], `label_ids` and
+    `labels` [batch, seq] (-1 / "" off the mask), decoded as `BertTokenClassifier.decode`.
+
+    The directory is written under a temporary name beside `export_dir` and renamed when
+    complete, so a server watching the parent never sees half a model.
+
+    Args:
+        model: `kbert.BertEncoder`, `BertClassifier`, `BertSpanLabeler` or
+            `BertTokenClassifier`.
+        export_dir: str or os.PathLike. The SavedModel directory to create.
+        vocab_file: str or os.PathLike. The `vocab.txt` the model was trained with.
+        do_lower_case: bool. Lower-case and strip accents (uncased models). Defaults to True.
+        max_seq_length: int. Longest packed sequence; longer texts are truncated. At most the
+            encoder's `max_sequence_length`. Defaults to 128.
+        never_split: list of str or None. Tokens kept whole (see `kbert.FullTokenizer`).
+            Defaults to those of `added_tokens.txt` beside `vocab_file`, if any.
+        label_names: sequence of str or None. Name of each class (classifier) or tag
+            (tagger), in id order; adds the string outputs. Defaults to None.
+        text_pair: bool. The classifier or encoder takes text pairs. Defaults to False.
+        max_query_length: int. Span labeler: question pieces kept. Defaults to 64.
+        max_answer_length: int. Span labeler: longest answer in pieces. Defaults to 30.
+        null_score_diff_threshold: float. Span labeler with `allow_null`: answer "" when the
+            [CLS] score exceeds the best span's by more than this. Defaults to 0.0.
+        overwrite: bool. Replace a non-empty `export_dir`. Defaults to False.
+
+    Returns:
+        str, the absolute path of the SavedModel directory.
+
+    Example:
+    ```python
+    kbert.export_saved_model(classifier, "/models/mrpc/1", "vocab.txt", text_pair=True,
+                             label_names=["not_paraphrase", "paraphrase"])
+    reloaded = tf.saved_model.load("/models/mrpc/1")  # needs `import tensorflow_text`
+    reloaded.signatures["serving_default"](text_a=tf.constant(["..."]),
+                                           text_b=tf.constant(["..."]))["label"]
+    ```
+    """
+    export_dir = os.path.abspath(os.fspath(export_dir))
+    _check_target(export_dir, overwrite)
+    task = _task_of(model)
+    encoder = model if task == "encoder" else model.encoder
+    if not 3 <= max_seq_length <= encoder.max_sequence_length:
+        raise ValueError(f"max_seq_length must be in [3, {encoder.max_sequence_length}] (the "
+                         f"encoder's max_sequence_length), got {max_seq_length}")
+    if task == "span_labeler" and not 0 < max_query_length < max_seq_length - 3:
+        raise ValueError(f"max_query_length must be in [1, max_seq_length - 4 = "
+                         f"{max_seq_length - 4}], got {max_query_length}")
+    if text_pair and task in ("span_labeler", "tagger"):
+        raise ValueError(f"text_pair does not apply to a {type(model).__name__}")
+    vocab = vocab_lib.load_vocab(vocab_file)
+    if len(vocab) > encoder.vocabulary_size:
+        raise ValueError(f"{vocab.path}: {len(vocab)} tokens, more than the model's "
+                         f"vocabulary_size {encoder.vocabulary_size}")
+    if never_split is None:
+        never_split = vocab_lib.load_added_tokens(vocab_file)
+    with tempfile.TemporaryDirectory(prefix="kbert-export-assets-") as asset_dir:
+        assets = {"vocab": _write_lines(asset_dir, "vocab.txt", vocab.tokens)}
+        if never_split:
+            assets["added_tokens"] = _write_lines(asset_dir, vocab_lib.ADDED_TOKENS_FILE,
+                                                  never_split)
+        if label_names is not None:
+            _check_label_names(model, task, label_names)
+            assets["labels"] = _write_lines(asset_dir, "label_names.txt", label_names)
+        module = serving.ServingModule(
+            model, task, assets, vocab, do_lower_case, list(never_split), max_seq_length,
+            text_pair, max_query_length, max_answer_length, null_score_diff_threshold)
+        _save_atomically(module, module.signatures(), export_dir, overwrite)
+    return export_dir
+
+
+def _task_of(model):
+    for task, cls in _TASKS:
+        if isinstance(model, cls):
+            return task
+    names = ", ".join(cls.__name__ for _, cls in _TASKS)
+    raise TypeError(f"export_saved_model: cannot export a {type(model).__name__}; expected "
+                    f"one of {names}")
+
+
+def _check_label_names(model, task, label_names):
+    if task not in ("classifier", "tagger") or getattr(model, "num_classes", 0) == 1:
+        raise ValueError(f"label_names do not apply to a {type(model).__name__}"
+                         + (" regression head" if task == "classifier" else ""))
+    if isinstance(label_names, str):
+        raise TypeError("label_names must be a sequence of str, not one str")
+    label_names = list(label_names)
+    expected = model.num_classes if task == "classifier" else model.num_labels
+    if len(label_names) != expected:
+        raise ValueError(f"{len(label_names)} label_names for {expected} classes: "
+                         f"{label_names}")
+    for i, name in enumerate(label_names):
+        if not isinstance(name, str) or not name or "\n" in name or "\r" in name:
+            raise ValueError(f"label_names[{i}] must be a non-empty one-line str, got {name!r}")
+
+
+def _write_lines(directory, name, lines):
+    path = os.path.join(directory, name)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write("".join(f"{line}\n" for line in lines))
+    return path
+
+
+def _check_target(export_dir, overwrite):
+    if os.path.exists(export_dir) and not os.path.isdir(export_dir):
+        raise NotADirectoryError(f"{export_dir}: exists and is not a directory")
+    if os.path.isdir(export_dir) and os.listdir(export_dir) and not overwrite:
+        raise FileExistsError(f"{export_dir}: directory is not empty; pass overwrite=True "
+                              f"(--overwrite) to replace it")
+
+
+def _save_atomically(module, signatures, export_dir, overwrite):
+    """tf.saved_model.save into a temporary sibling directory, then a rename."""
+    parent = os.path.dirname(export_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.", suffix=".tmp",
+                           dir=parent)
+    old = None
+    try:
+        tf.saved_model.save(module, tmp, signatures=signatures)
+        _check_target(export_dir, overwrite)  # again: another writer may have been quicker
+        if os.path.isdir(export_dir):
+            if os.listdir(export_dir):
+                old = tmp + ".old"
+                os.rename(export_dir, old)
+            else:
+                os.rmdir(export_dir)
+        os.rename(tmp, export_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old and not os.path.exists(export_dir):
+            os.rename(old, export_dir)
+        raise
+    if old:
+        shutil.rmtree(old, ignore_errors=True)

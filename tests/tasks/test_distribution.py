@@ -1,0 +1,251 @@
+"""Strategies, mixed precision and the multi-worker output layout of kbert.tasks.distribution.
+
+The two-replica tests run in subprocesses: logical CPU devices must be configured, and
+MultiWorkerMirroredStrategy made, before TensorFlow initialises, which pytest's process has
+already done. This file is also the script those subprocesses run (`python -m ...`).
+"""
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert.models.classifier import BertClassifier
+from kbert.models.encoder import BertEncoder
+from kbert.models.pretrainer import BertPretrainer
+from kbert.models.span_labeler import BertSpanLabeler
+from kbert.tasks import distribution
+from kbert.tasks import glue
+from kbert.tasks import optimization
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+TINY = dict(vocabulary_size=31, num_layers=1, num_heads=3, hidden_dim=12, intermediate_dim=20,
+            max_sequence_length=16)
+SEQ, GLOBAL_BATCH, STEPS, NUM_CLASSES = 10, 4, 4, 3
+PREDICT_BATCH = 6  # 16 examples: two full batches and a partial one of 4
+TIMEOUT = 120
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    n = GLOBAL_BATCH * STEPS
+    lengths = rng.integers(3, SEQ + 1, n)
+    padding_mask = (np.arange(SEQ)[None] < lengths[:, None]).astype("int32")
+    inputs = {"token_ids": (rng.integers(5, 31, (n, SEQ)) * padding_mask).astype("int32"),
+              "segment_ids": ((np.arange(SEQ)[None] >= (lengths // 2)[:, None])
+                              * padding_mask).astype("int32"),
+              "padding_mask": padding_mask}
+    return inputs, rng.integers(0, NUM_CLASSES, n)
+
+
+def fit(strategy):
+    """Trains a dropout-free tiny classifier STEPS steps of GLOBAL_BATCH under `strategy`."""
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        model = BertClassifier(BertEncoder(**TINY, dropout=0.0, attention_dropout=0.0),
+                               NUM_CLASSES, dropout=0.0)
+        # BERT's optimizer without its clipping: Keras 3 clips each replica's share of the
+        # gradient before they are summed, so a clip that bites differs on 2 replicas.
+        model.compile(optimizer=optimization.create_optimizer(3e-2, 2 * STEPS, 0,
+                                                              global_clipnorm=None))
+    inputs, labels = _data()
+    train = distribution.shard_by_data(
+        tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(GLOBAL_BATCH).repeat())
+    # One step per "epoch", so the history is the loss of every step.
+    history = model.fit(train, epochs=STEPS, steps_per_epoch=1, verbose=0)
+    predict = distribution.shard_by_data(
+        tf.data.Dataset.from_tensor_slices(inputs).batch(PREDICT_BATCH))
+    return {"replicas": strategy.num_replicas_in_sync, "losses": history.history["loss"],
+            "predictions": model.predict(predict, verbose=0).tolist(),
+            "steps": distribution.global_step(model),
+            "output_dir": distribution.worker_output_dir("out", strategy)}
+
+
+def glue_runs(google_dir, output_dir):
+    """The GLUE recipe on MRPC: evaluated on one device and mirrored; trained mirrored."""
+    settings = dict(task_name="MRPC", data_dir=os.path.join(ROOT, "tests", "fixtures", "glue",
+                                                            "MRPC"),
+                    init_checkpoint=google_dir, max_seq_length=16, eval_batch_size=3)
+    evals = {name: glue.run_glue(glue.GlueConfig(
+        output_dir=os.path.join(output_dir, name), do_eval=True, do_predict=True,
+        distribution_strategy=name, **settings)) for name in ("one_device", "mirrored")}
+    trained = glue.run_glue(glue.GlueConfig(
+        output_dir=os.path.join(output_dir, "train"), do_train=True,
+        train_batch_size=4, num_train_epochs=1, max_train_examples=6, learning_rate=1e-3,
+        distribution_strategy="mirrored", mixed_precision="mixed_bfloat16", **settings))
+    return {"eval": {name: run["eval"]["dev"] for name, run in evals.items()},
+            "predictions": {name: open(run["predict"]["MRPC"]).read()
+                            for name, run in evals.items()},
+            "train": trained["train"]}
+
+
+def _main(mode, *args):
+    if mode == "mirrored":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        result = {"one_device": fit(distribution.make_strategy("one_device")),
+                  "mirrored": fit(distribution.make_strategy("mirrored")),
+                  "glue": glue_runs(*args)}
+    else:  # a worker of the cluster in TF_CONFIG
+        result = fit(distribution.make_strategy("multi_worker_mirrored"))
+    print("RESULT " + json.dumps(result))
+
+
+def _run_module(*args, env=None):
+    return subprocess.Popen([sys.executable, "-m", "tests.tasks.test_distribution", *args],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _result(process):
+    try:
+        stdout, stderr = process.communicate(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, stderr[-3000:]
+    return json.loads(next(line for line in stdout.splitlines()
+                           if line.startswith("RESULT "))[len("RESULT "):])
+
+
+def _assert_same_training(result, reference):
+    np.testing.assert_allclose(result["losses"], reference["losses"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(result["predictions"], reference["predictions"], atol=1e-4)
+    assert result["steps"] == reference["steps"] == STEPS
+
+
+@pytest.fixture(scope="module")
+def one_device():
+    return fit(distribution.make_strategy("one_device"))
+
+
+def test_mirrored_on_two_devices_trains_as_one_device(one_device, tiny_google_dir, tmp_path):
+    results = _result(_run_module("mirrored", tiny_google_dir, str(tmp_path)))
+    assert results["one_device"]["replicas"] == 1 and results["mirrored"]["replicas"] == 2
+    # The loss moves (so the comparison means something) ...
+    assert abs(one_device["losses"][-1] - one_device["losses"][0]) > 0.05
+    # ... and is the same on 2 replicas of 2 examples as on 1 device of 4.
+    _assert_same_training(results["mirrored"], results["one_device"])
+    _assert_same_training(results["one_device"], one_device)
+    # The GLUE recipe on 2 replicas: evaluation batches of 3 (and a last one of 2) split
+    # unevenly, yet the predictions come back in order, equal to one device's.
+    run = results["glue"]
+    assert run["predictions"]["mirrored"] == run["predictions"]["one_device"]
+    assert run["eval"]["mirrored"] == pytest.approx(run["eval"]["one_device"], rel=1e-5)
+    assert run["train"]["steps"] == 2 and np.isfinite(run["train"]["final_loss"])
+
+
+def _free_ports(count):
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+
+
+def test_multi_worker_mirrored_with_two_local_workers(one_device):
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
+    workers = []
+    try:
+        for index in range(2):
+            tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            workers.append(_run_module(
+                "worker", env={**os.environ, "TF_CONFIG": json.dumps(tf_config)}))
+        chief, other = (_result(worker) for worker in workers)
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+    assert chief["replicas"] == other["replicas"] == 2
+    assert chief["output_dir"] == "out" and other["output_dir"] == os.path.join("out",
+                                                                                "worker_1")
+    np.testing.assert_allclose(other["losses"], chief["losses"], rtol=1e-6)
+    _assert_same_training(chief, one_device)
+
+
+def test_names_are_checked(monkeypatch):
+    with pytest.raises(ValueError, match="distribution_strategy must be one of one_device, "):
+        distribution.check("mirror")
+    with pytest.raises(ValueError, match="mixed_precision must be one of float32, "):
+        distribution.check(mixed_precision="bfloat16")
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    with pytest.raises(ValueError, match="distribution_strategy=tpu needs tpu"):
+        distribution.make_strategy("tpu")
+    monkeypatch.setenv("TF_CONFIG", "{'cluster': 1}")
+    with pytest.raises(ValueError, match="TF_CONFIG is not valid JSON"):
+        distribution.make_strategy("multi_worker_mirrored")
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {}}')
+    with pytest.raises(ValueError, match="TF_CONFIG needs 'cluster' and 'task'"):
+        distribution.make_strategy("multi_worker_mirrored")
+    strategy = distribution.make_strategy("one_device")
+    assert distribution.make_strategy(strategy) is strategy
+    assert distribution.is_chief(strategy)
+    assert distribution.worker_output_dir("out", strategy) == "out"
+
+
+def _inputs(batch=2, seq=7):
+    rng = np.random.default_rng(1)
+    return {"token_ids": rng.integers(5, 31, (batch, seq)).astype("int32"),
+            "segment_ids": np.repeat([[0] * 3 + [1] * (seq - 3)], batch, 0).astype("int32"),
+            "padding_mask": np.ones((batch, seq), "int32")}
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_keeps_outputs_and_losses_float32(policy):
+    before = keras.config.dtype_policy().name
+    with distribution.mixed_precision_scope(policy):
+        keras.utils.set_random_seed(0)
+        classifier = BertClassifier(BertEncoder(**TINY), 2)
+        labeler = BertSpanLabeler(BertEncoder(**TINY))
+    assert keras.config.dtype_policy().name == before
+    inputs = _inputs()
+    assert classifier.dtype_policy.name == policy
+    assert classifier.encoder.transformer_layers[0].compute_dtype == policy[len("mixed_"):]
+    assert classifier.output_dense.kernel.dtype == "float32"  # variables stay float32
+    assert classifier(inputs).dtype == "float32"
+    assert all(v.dtype == "float32" for v in labeler(inputs).values())
+    classifier.compile(optimizer=optimization.create_optimizer(1e-3, 10, 1),
+                       run_eagerly=True)  # no tracing: one step of a tiny model
+    # Keras scales float16 losses (dynamic loss scale) so small gradients do not flush to 0.
+    assert isinstance(classifier.optimizer, keras.optimizers.LossScaleOptimizer) == (
+        policy == "mixed_float16")
+    history = classifier.fit(inputs, np.array([0, 1]), epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    assert distribution.global_step(classifier) == 1
+
+
+def test_pretrainer_outputs_are_float32_under_mixed_precision():
+    with distribution.mixed_precision_scope("mixed_bfloat16"):
+        pretrainer = BertPretrainer(BertEncoder(**TINY))
+    outputs = pretrainer({**_inputs(), "mask_positions": np.array([[1, 2], [3, 4]], "int32")})
+    assert {name: keras.backend.standardize_dtype(value.dtype)
+            for name, value in outputs.items()} == {
+        "mlm_logits": "float32", "nsp_logits": "float32"}
+
+
+def test_load_model_in_another_precision(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = BertClassifier(BertEncoder(**TINY), 2)
+    model.save(tmp_path / "model.keras")
+    inputs = _inputs()
+    same = distribution.load_model(str(tmp_path / "model.keras"))
+    assert same.dtype_policy.name == "float32"
+    mixed = distribution.load_model(str(tmp_path / "model.keras"), "mixed_bfloat16")
+    assert isinstance(mixed, BertClassifier) and mixed.dtype_policy.name == "mixed_bfloat16"
+    assert mixed.encoder.transformer_layers[0].compute_dtype == "bfloat16"
+    # bfloat16 keeps 8 bits of mantissa: the logits agree to about 1%.
+    np.testing.assert_allclose(mixed(inputs), model(inputs), rtol=0.05, atol=0.02)
+    np.testing.assert_allclose(same(inputs), model(inputs), atol=1e-6)
+
+
+if __name__ == "__main__":
+    _main(*sys.argv[1:])

@@ -1,0 +1,105 @@
+"""The NER recipe end to end on the CoNLL fixtures and a tiny Google checkpoint."""
+
+import json
+import os
+
+import keras
+import pytest
+
+from kbert.data import conll
+from kbert.tasks import ner
+from kbert.tasks import ner_metrics
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "conll")
+
+
+def config(output_dir, **kwargs):
+    defaults = dict(train_file=os.path.join(FIXTURES, "train.txt"),
+                    dev_file=os.path.join(FIXTURES, "dev.txt"),
+                    test_file=os.path.join(FIXTURES, "test.txt"),
+                    max_seq_length=16, train_batch_size=8, eval_batch_size=4,
+                    learning_rate=1e-3, num_train_epochs=1)
+    return ner.NerConfig(str(output_dir), **{**defaults, **kwargs})
+
+
+class Interrupt(keras.callbacks.Callback):
+    """Stops the first fit after its first epoch, as a killed job would."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        raise KeyboardInterrupt
+
+
+def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
+    out = tmp_path / "ner"
+    run = config(out, init_checkpoint=tiny_google_dir, num_train_epochs=2, do_train=True,
+                 do_eval=True, do_predict=True)
+    # Interrupted after epoch 1 (BackupAndRestore runs before the interrupting callback) ...
+    monkeypatch.setattr(keras.callbacks, "TensorBoard", lambda *a, **k: Interrupt())
+    with pytest.raises(KeyboardInterrupt):
+        ner.run_ner(run)
+    assert os.path.isdir(out / "backup")
+    monkeypatch.undo()
+    # ... the same run again resumes at epoch 2 and finishes.
+    results = ner.run_ner(run)
+    train = results["train"]
+    assert train["epochs_this_run"] == 1 and train["sentences"] == 13
+    windows = train["windows"]
+    assert windows > 13  # max_seq_length 16 splits the longer sentences
+    assert train["steps"] >= 2 * -(-windows // 8)
+    assert len(train["dev_entity_f1_per_epoch"]) == 1
+    assert not os.path.exists(out / "backup")
+    log = (out / "training_log.csv").read_text().splitlines()
+    assert "dev_entity_f1" in log[0] and len(log) == 3  # header, epoch 1, epoch 2
+    assert (out / "labels.txt").read_text().split() == list(
+        conll.label_vocabulary(conll.read_ner_file(os.path.join(FIXTURES, "train.txt"))))
+    dev = results["eval"]["dev"]
+    assert dev["sentences"] == 6 and 0 <= dev["f1"] <= 1 and 0 <= dev["word_accuracy"] <= 1
+    # The scores are those of the written predictions.
+    written = [[line.split() for line in block.splitlines()] for block in
+               (out / "dev_predictions.txt").read_text().strip().split("\n\n")]
+    assert len(written) == 6 and all(len(row) == 3 for s in written for row in s)
+    gold = [[row[1] for row in s] for s in written]
+    predicted = [[row[2] for row in s] for s in written]
+    assert ner_metrics.entity_scores(gold, predicted)["f1"] == dev["f1"]
+    assert gold[0][:3] == ["O", "O", "B-ORG"]  # BIO, from the file's IOB1
+    lines = (out / "eval_results.txt").read_text().splitlines()
+    assert f"dev_f1 = {dev['f1']}" in lines and f"global_step = {train['steps']}" in lines
+    assert any(line.startswith("test_f1 = ") for line in lines)
+    assert json.loads((out / "eval_results.json").read_text())["dev"]["f1"] == dev["f1"]
+    test_lines = (out / "test_predictions.txt").read_text().strip().split("\n\n")
+    assert len(test_lines) == 5 and test_lines[0].splitlines()[0].startswith("SOCCER O ")
+    # Evaluating again later reads output_dir/model.keras, labels.txt and vocab.txt.
+    again = ner.run_ner(config(out, do_eval=True))
+    assert again["eval"]["dev"]["f1"] == dev["f1"]
+
+
+def test_crf_on_two_column_bmes_data(tiny_google_dir, tmp_path):
+    resume = os.path.join(FIXTURES, "resume.char.bmes")
+    results = ner.run_ner(config(tmp_path, train_file=resume, dev_file=resume, test_file=None,
+                                 data_format="two_column", use_crf=True,
+                                 init_checkpoint=tiny_google_dir, do_train=True, do_eval=True,
+                                 evaluate_every_epoch=False, max_train_sentences=2))
+    assert results["train"]["use_crf"] and results["train"]["sentences"] == 2
+    assert results["train"]["dev_entity_f1_per_epoch"] == []
+    model = keras.saving.load_model(str(tmp_path / "model.keras"))
+    assert model.use_crf and model.num_labels == len(results["train"]["labels"])
+    assert results["eval"]["dev"]["sentences"] == 3
+
+
+def test_config_validation(tiny_google_dir, tmp_path):
+    with pytest.raises(ValueError, match="At least one of do_train"):
+        config(tmp_path)
+    with pytest.raises(ValueError, match="do_eval needs dev_file"):
+        config(tmp_path, dev_file=None, do_eval=True)
+    with pytest.raises(ValueError, match="must be a whole number"):
+        config(tmp_path, do_train=True, num_train_epochs=1.5)
+    with pytest.raises(ValueError, match="data_format must be one of"):
+        config(tmp_path, do_train=True, data_format="tsv")
+    with pytest.raises(ValueError, match="init_checkpoint is required"):
+        ner.run_ner(config(tmp_path, do_train=True))
+    with pytest.raises(ValueError, match="max_seq_length=32 is longer than the model's "
+                                         "max_position_embeddings=16"):
+        ner.run_ner(config(tmp_path, do_train=True, init_checkpoint=tiny_google_dir,
+                           max_seq_length=32))
+    with pytest.raises(FileNotFoundError, match="model.keras: not found"):
+        ner.run_ner(config(tmp_path, do_eval=True))
