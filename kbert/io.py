@@ -50,6 +50,13 @@ def atomic_files(directory):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def copy_file(source, target):
+    """Copies `source` to `target` atomically; nothing to do when they are the same file."""
+    if os.path.abspath(source) != os.path.abspath(target):
+        with open(source, "rb") as f, atomic_write(target, "wb") as out:
+            shutil.copyfileobj(f, out)
+
+
 def _umask():
     mask = os.umask(0)
     os.umask(mask)

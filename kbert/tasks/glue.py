@@ -20,7 +20,6 @@ Runs on one device or several (`distribution_strategy`), in mixed precision if a
 """
 
 import dataclasses
-import importlib.util
 import json
 import math
 import os
@@ -36,8 +35,8 @@ from kbert.data import glue
 from kbert.data import pipeline
 from kbert.models.classifier import BertClassifier
 from kbert.tasks import distribution
+from kbert.tasks import fine_tuning
 from kbert.tasks import metrics
-from kbert.tasks import optimization
 from kbert.tokenization import BertPreprocessor
 
 MODEL_FILE = "model.keras"
@@ -138,7 +137,7 @@ def _run_glue(config, strategy):
     config = dataclasses.replace(
         config, output_dir=distribution.worker_output_dir(config.output_dir, strategy))
     if config.do_train:  # so that output_dir/model.keras comes with its vocab
-        _copy(vocab_file, os.path.join(config.output_dir, tf1.VOCAB_FILE))
+        io.copy_file(vocab_file, os.path.join(config.output_dir, tf1.VOCAB_FILE))
     # Unpadded: the pipeline pads each batch to its own longest example.
     preprocessor = BertPreprocessor(vocab_file, do_lower_case=config.do_lower_case,
                                     max_seq_length=config.max_seq_length, pad_to_max_length=False)
@@ -207,28 +206,9 @@ def train(model, config, spec, preprocessor):
     dataset = distribution.shard_by_data(dataset)
     epochs = int(config.num_train_epochs)
     num_train_steps = steps * epochs
-    with model.distribute_strategy.scope():  # optimizer variables beside the model's
-        optimizer = optimization.create_optimizer(
-            config.learning_rate, num_train_steps,
-            int(num_train_steps * config.warmup_proportion))
-        # Bucketed batches have many shapes and XLA compiles each one: off by default.
-        model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
+    fine_tuning.compile_model(model, config, num_train_steps)
     out = config.output_dir
-    epoch_seconds = []
-    callbacks = [
-        keras.callbacks.LambdaCallback(
-            on_epoch_begin=lambda epoch, logs: epoch_seconds.append(time.perf_counter()),
-            on_epoch_end=lambda epoch, logs: epoch_seconds.append(
-                time.perf_counter() - epoch_seconds.pop())),
-        keras.callbacks.BackupAndRestore(os.path.join(out, "backup")),
-        keras.callbacks.ModelCheckpoint(os.path.join(out, MODEL_FILE)),
-        keras.callbacks.CSVLogger(os.path.join(out, "training_log.csv"), append=True),
-    ]
-    if importlib.util.find_spec("tensorboard") is not None:
-        callbacks.append(keras.callbacks.TensorBoard(os.path.join(out, "logs"), write_graph=False))
-    else:
-        logging.warning("tensorboard is not installed: no TensorBoard logs (training_log.csv "
-                        "has the per-epoch loss)")
+    callbacks, epoch_seconds = fine_tuning.callbacks(out, MODEL_FILE)
     logging.info("%s: %d training examples, %d steps per epoch, %d epochs", spec.name,
                  len(examples), steps, epochs)
     start = time.perf_counter()
@@ -297,12 +277,6 @@ def write_eval_results(output_dir, spec, results, global_step):
 
 def _existing(path):
     return path if os.path.exists(path) else None
-
-
-def _copy(source, target):
-    if os.path.abspath(source) != os.path.abspath(target):
-        with open(source, "rb") as f, io.atomic_write(target, "wb") as out:
-            out.write(f.read())
 
 
 def _loss(labels, outputs, num_classes):

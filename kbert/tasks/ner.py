@@ -25,7 +25,6 @@ Trains on one device or several (`distribution_strategy`), in mixed precision if
 """
 
 import dataclasses
-import importlib.util
 import json
 import os
 import random
@@ -42,8 +41,8 @@ from kbert.checkpoints import tf1
 from kbert.data import conll
 from kbert.models.tagger import BertTokenClassifier
 from kbert.tasks import distribution
+from kbert.tasks import fine_tuning
 from kbert.tasks import ner_metrics
-from kbert.tasks import optimization
 from kbert.tokenization import FullTokenizer
 
 MODEL_FILE = "model.keras"
@@ -180,7 +179,7 @@ def _run_ner(config, strategy):
         raise ValueError(f"max_seq_length={config.max_seq_length} is longer than the model's "
                          f"max_position_embeddings={positions}")
     if config.do_train:  # so that output_dir/model.keras comes with its vocab and labels
-        _copy(vocab_file, os.path.join(config.output_dir, tf1.VOCAB_FILE))
+        io.copy_file(vocab_file, os.path.join(config.output_dir, tf1.VOCAB_FILE))
         with io.atomic_write(os.path.join(config.output_dir, LABELS_FILE)) as f:
             f.writelines(label + "\n" for label in labels)
     tokenizer = FullTokenizer(vocab_file, do_lower_case=config.do_lower_case)
@@ -269,14 +268,8 @@ def train_tagger(model, config, sentences, labels, tokenizer, dev=None):
     dataset = distribution.shard_by_data(dataset)
     epochs = int(config.num_train_epochs)
     num_train_steps = steps * epochs
-    with model.distribute_strategy.scope():  # optimizer variables beside the model's
-        optimizer = optimization.create_optimizer(
-            config.learning_rate, num_train_steps,
-            int(num_train_steps * config.warmup_proportion))
-        # Bucketed batches have many shapes and XLA compiles each one: off by default.
-        model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
+    fine_tuning.compile_model(model, config, num_train_steps)
     out = config.output_dir
-    epoch_seconds = []
     callbacks = []
     if dev is not None and config.evaluate_every_epoch:
         # First, so that the loggers and the checkpoint below see its scores in the logs.
@@ -284,20 +277,8 @@ def train_tagger(model, config, sentences, labels, tokenizer, dev=None):
         callbacks.append(ner_metrics.EntityF1Callback(
             lambda m: predict_windows(m, dev_windows, dev, labels, config.eval_batch_size),
             [s.labels for s in dev]))
-    callbacks += [
-        keras.callbacks.LambdaCallback(
-            on_epoch_begin=lambda epoch, logs: epoch_seconds.append(time.perf_counter()),
-            on_epoch_end=lambda epoch, logs: epoch_seconds.append(
-                time.perf_counter() - epoch_seconds.pop())),
-        keras.callbacks.BackupAndRestore(os.path.join(out, "backup")),
-        keras.callbacks.ModelCheckpoint(os.path.join(out, MODEL_FILE)),
-        keras.callbacks.CSVLogger(os.path.join(out, "training_log.csv"), append=True),
-    ]
-    if importlib.util.find_spec("tensorboard") is not None:
-        callbacks.append(keras.callbacks.TensorBoard(os.path.join(out, "logs"), write_graph=False))
-    else:
-        logging.warning("tensorboard is not installed: no TensorBoard logs (training_log.csv "
-                        "has the per-epoch loss)")
+    fitting, epoch_seconds = fine_tuning.callbacks(out, MODEL_FILE)
+    callbacks += fitting
     logging.info("%d training sentences in %d windows (%d labels%s), %d steps per epoch, %d "
                  "epochs", len(sentences), len(windows), len(labels),
                  ", CRF" if model.use_crf else "", steps, epochs)
@@ -396,8 +377,3 @@ def _summary(scores):
 def _existing(path):
     return path if os.path.exists(path) else None
 
-
-def _copy(source, target):
-    if os.path.abspath(source) != os.path.abspath(target):
-        with open(source, "rb") as f, io.atomic_write(target, "wb") as out:
-            out.write(f.read())

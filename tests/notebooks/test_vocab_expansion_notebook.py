@@ -1,16 +1,11 @@
 """notebooks/vocab_expansion.ipynb runs top to bottom (its own tiny release) in a fresh kernel."""
 
 import ast
-import os
 import re
 
-import nbformat
 from absl import flags
 from bert import tokenization as google_tokenization
-from nbclient import NotebookClient
 
-NOTEBOOK = os.path.join(os.path.dirname(__file__), "..", "..", "notebooks",
-                        "vocab_expansion.ipynb")
 NEW_TOKENS = ["COVID-19", "remdesivir", "pembrolizumab", "hydroxychloroquine"]
 
 
@@ -20,16 +15,9 @@ def printed_tokens(text, stage):
             for m in re.finditer(rf"^{stage}: (\S+) -> (\[.*\])$", text, re.MULTILINE)}
 
 
-def test_vocab_expansion_notebook_runs(tmp_path, monkeypatch):
-    # The kernel inherits this environment: the notebook's first cell reads it.
-    monkeypatch.delenv("KBERT_RELEASE_DIR", raising=False)
-    monkeypatch.setenv("KBERT_WORK_DIR", str(tmp_path))
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(notebook, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
-    assert not [o for o in outputs if o.output_type == "error"]
-    text = "".join(o.get("text", "") for o in outputs)
+def test_vocab_expansion_notebook_runs(run_notebook, tmp_path, monkeypatch):
+    monkeypatch.delenv("KBERT_RELEASE_DIR", raising=False)  # its own tiny release
+    text = run_notebook("vocab_expansion.ipynb", {"KBERT_WORK_DIR": str(tmp_path)})
 
     before, after = printed_tokens(text, "before"), printed_tokens(text, "after")
     assert sorted(before) == sorted(after) == sorted(NEW_TOKENS)
