@@ -10,9 +10,9 @@ test_predictions.txt (`word gold predicted` lines), train_results.json, labels.t
 model.keras, training_log.csv and TensorBoard logs/; an interrupted run, restarted with the same
 flags, resumes from its last finished epoch.
 
-  python tools/run_ner.py --train_file=conll2003/train.txt --dev_file=conll2003/dev.txt \
-      --test_file=conll2003/test.txt --init_checkpoint=cased_L-12_H-768_A-12 \
-      --do_lower_case=false --do_train --do_eval --do_predict --num_train_epochs=3 \
+  python tools/run_ner.py --train_file=conll2003/train.txt --dev_file=conll2003/dev.txt \\
+      --test_file=conll2003/test.txt --init_checkpoint=cased_L-12_H-768_A-12 \\
+      --do_lower_case=false --do_train --do_eval --do_predict --num_train_epochs=3 \\
       --output_dir=/tmp/ner
 
 Batch sizes are global; --distribution_strategy and --mixed_precision as in run_classifier.py.

@@ -212,7 +212,8 @@ def train(model, config, spec, preprocessor):
     logging.info("%s: %d training examples, %d steps per epoch, %d epochs", spec.name,
                  len(examples), steps, epochs)
     start = time.perf_counter()
-    history = model.fit(dataset, epochs=epochs, callbacks=callbacks, verbose=2)
+    history = model.fit(dataset, epochs=epochs, callbacks=callbacks, verbose=2,
+                        shuffle=False)  # the dataset shuffles itself, seeded
     seconds = time.perf_counter() - start
     epochs_run = len(history.epoch)  # fewer than `epochs` when resumed from a backup
     stats = {

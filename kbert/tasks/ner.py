@@ -283,7 +283,8 @@ def train_tagger(model, config, sentences, labels, tokenizer, dev=None):
                  "epochs", len(sentences), len(windows), len(labels),
                  ", CRF" if model.use_crf else "", steps, epochs)
     start = time.perf_counter()
-    history = model.fit(dataset, epochs=epochs, callbacks=callbacks, verbose=2)
+    history = model.fit(dataset, epochs=epochs, callbacks=callbacks, verbose=2,
+                        shuffle=False)  # the dataset shuffles itself, seeded
     seconds = time.perf_counter() - start
     epochs_run = len(history.epoch)  # fewer than `epochs` when resumed from a backup
     stats = {
