@@ -42,8 +42,9 @@ _SKIP_BAD = flags.DEFINE_bool("skip_bad_lines", False,
                               "Skip (and log) lines that are not UTF-8 instead of stopping.")
 _EXACT = flags.DEFINE_bool("exact_tokenization", True,
                            "Exactly Google's FullTokenizer ids. --noexact_tokenization uses "
-                           "tf-text's FastBertTokenizer alone: ~2 s less start-up, other ids on "
-                           "~0.2% of sentences (compatibility characters such as '…', '½').")
+                           "tf-text's FastBertTokenizer alone: a little less start-up, other "
+                           "ids on ~0.2% of sentences (compatibility characters such as '…', "
+                           "'½').")
 _CHUNK_MB = flags.DEFINE_integer("chunk_mb", 4, "MiB of text per chunk: random next "
                                  "sentences and the shuffle stay within one; memory scales "
                                  "with it.")

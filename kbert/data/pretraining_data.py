@@ -3,8 +3,8 @@
 Each shard is the instances of one byte range of the input (`kbert.data.corpus.partition`), so
 shards are independent: written one after the other here, or in parallel by
 `kbert.data.pretraining_beam`, with the same bytes. Within a shard, documents are read in
-chunks of `chunk_bytes` of text; each chunk is tokenized in one TF op (tensorflow-text's
-`FastBertTokenizer`), paired and masked by `kbert.data.pretraining` with its own random
+chunks of `chunk_bytes` of text; each chunk is tokenized in one call (kbert's in-graph
+`FullTokenizer`), paired and masked by `kbert.data.pretraining` with its own random
 generator, seeded by (seed, shard, chunk), and written by the vectorized encoder of
 `kbert.data.records`. Reading, tokenizing and pairing run one chunk ahead in a thread.
 """
@@ -15,7 +15,6 @@ import hashlib
 import itertools
 import os
 import queue
-import re
 import sys
 import threading
 import time
@@ -38,18 +37,13 @@ def load_vocab(vocab_file):
 
 
 class BatchTokenizer:
-    """Sentences -> Google's word-piece ids for a whole batch at once, in-graph and fast.
+    """Sentences -> Google's word-piece ids for a whole batch at once, in-graph.
 
-    `kbert.tokenization.FullTokenizer` gives exactly Google's tokens; tf-text's
-    `FastBertTokenizer` is about 4x faster but normalises some characters its own way ("…"
-    becomes "...", "½" "1⁄2", "ß" "ss", ...). So sentences of printable ASCII, and sentences
-    whose other characters both tokenizers treat alike, take the fast one, and the rest the
-    exact one: the ids are always FullTokenizer's. A character is checked once, alone and
-    between letters, digits, punctuation and spaces; on English Wikipedia 0.2% of the
-    sentences need the exact tokenizer.
-
-    With `exact=False` every sentence takes `FastBertTokenizer` (no FullTokenizer to build,
-    ~2 s less start-up), and 0.2% of English Wikipedia's sentences get other ids than Google's.
+    With `exact=True`, `kbert.tokenization.FullTokenizer`: exactly Google's ids, and as fast as
+    tf-text's `FastBertTokenizer` on the sentences where that one agrees (it runs it there).
+    With `exact=False`, `FastBertTokenizer` on every sentence: a little less start-up, and it
+    normalises some characters its own way ("…" becomes "...", "½" "1⁄2", "ß" "ss"), which
+    changes the ids of about 0.2% of English Wikipedia's sentences.
 
     Args:
         vocab_file: str. `vocab.txt`.
@@ -57,70 +51,23 @@ class BatchTokenizer:
         exact: bool. Give exactly FullTokenizer's ids. Defaults to True.
     """
 
-    # Sentences with a run of non-space characters longer than this take the exact tokenizer:
-    # Google's word limit is 200 characters, FastBertTokenizer's 200 bytes.
-    _LONG_RUN = re.compile(r"\S{51}")
-    _OTHER = re.compile(r"[^\x20-\x7e]")  # not printable ASCII
-    _CONTEXTS = ("{}", "a{}", "{}a", "a{}a", "A{}A", "1{}1", ". {} .", "{}{}")
-
     def __init__(self, vocab_file, do_lower_case=True, exact=True):
-        import tensorflow_text as tf_text
+        if exact:
+            self._tokenize = tokenization.FullTokenizer(
+                vocab_file, do_lower_case=do_lower_case).tokenize_ids
+        else:
+            import tensorflow_text as tf_text
 
-        self.exact = (tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-                      if exact else None)
-        vocab = load_vocab(vocab_file)
-        self._fast = tf_text.FastBertTokenizer(
-            vocab=vocab, lower_case_nfd_strip_accents=do_lower_case, token_out_type=tf.int32,
-            unknown_token="[UNK]", max_bytes_per_word=200)
-        self._checked, self._unsafe = set(), set()  # characters; those the two disagree on
+            # Google's word limit is 200 characters, FastBertTokenizer's 200 bytes.
+            self._tokenize = tf_text.FastBertTokenizer(
+                vocab=load_vocab(vocab_file), lower_case_nfd_strip_accents=do_lower_case,
+                token_out_type=tf.int32, unknown_token="[UNK]", max_bytes_per_word=200).tokenize
 
     def __call__(self, sentences):
         """Returns (ids int32 [tokens], lengths int64 [sentences])."""
-        if self.exact is None:
-            return self._tokenize(self._fast, sentences)
-        others = [(i, set(self._OTHER.findall(s))) for i, s in enumerate(sentences)
-                  if not (s.isascii() and s.isprintable())]
-        new = set().union(*(chars for _, chars in others)) - self._checked
-        if new:
-            self._check(sorted(new))
-        exact = [i for i, chars in others
-                 if not self._unsafe.isdisjoint(chars) or self._LONG_RUN.search(sentences[i])]
-        if not exact:
-            return self._tokenize(self._fast, sentences)
-        fast = np.setdiff1d(np.arange(len(sentences)), exact)
-        parts = [self._tokenize(self._fast, [sentences[i] for i in fast]),
-                 self._tokenize(self.exact, [sentences[i] for i in exact])]
-        # Back to the input order: a ragged gather of the rows of both parts.
-        ids = np.concatenate([parts[0][0], parts[1][0]])
-        lengths = np.concatenate([parts[0][1], parts[1][1]])
-        rows = np.argsort(np.concatenate([fast, exact]))  # input row -> row of `ids`
-        starts = (np.cumsum(lengths) - lengths)[rows]
-        lengths = lengths[rows]
-        index = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(
-            lengths.sum())
-        return ids[index], lengths
-
-    def _check(self, characters):
-        probes = [context.format(c, c) for c in characters for context in self._CONTEXTS]
-        fast_ids, fast_lengths = self._tokenize(self._fast, probes)
-        exact_ids, exact_lengths = self._tokenize(self.exact, probes)
-        fast_rows = np.split(fast_ids, np.cumsum(fast_lengths)[:-1])
-        exact_rows = np.split(exact_ids, np.cumsum(exact_lengths)[:-1])
-        per_char = len(self._CONTEXTS)
-        for i, c in enumerate(characters):
-            rows = range(i * per_char, (i + 1) * per_char)
-            if not all(np.array_equal(fast_rows[r], exact_rows[r]) for r in rows):
-                self._unsafe.add(c)
-        self._checked.update(characters)
-
-    @staticmethod
-    def _tokenize(tokenizer, sentences):
         if not sentences:
             return np.zeros(0, np.int32), np.zeros(0, np.int64)
-        if isinstance(tokenizer, tokenization.FullTokenizer):
-            ragged = tokenizer.tokenize_ids(tf.constant(sentences))
-        else:
-            ragged = tokenizer.tokenize(tf.constant(sentences))
+        ragged = self._tokenize(tf.constant(sentences))
         return ragged.flat_values.numpy().astype(np.int32), ragged.row_lengths().numpy()
 
 

@@ -24,6 +24,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from kbert.tokenization import shortcut
 from tests.tokenization.test_tokenizer import word_of_each_char
 
 EXAMPLES = 300
@@ -100,11 +101,26 @@ def _long_word():
     return st.tuples(body, st.sampled_from(["", " ok", "\u200b", ","])).map("".join)
 
 
+def _shortcut_text():
+    """Text that mostly takes the FastBertTokenizer shortcut: printable ASCII, the non-ASCII
+    characters verified for it (in either casing), ASCII whitespace, and runs of word
+    characters around its 50-character limit and Google's 200-character word limit."""
+    safe = sorted(set(shortcut.safe_characters(True)) | set(shortcut.safe_characters(False)))
+    word_char = st.one_of(_chars(0x21, 0x7E), st.sampled_from([chr(c) for c in safe]))
+    word = st.one_of(st.text(alphabet=word_char, min_size=1, max_size=8),
+                     st.text(alphabet=word_char, min_size=45, max_size=140),
+                     st.text(alphabet=_chars(0x61, 0x7A), min_size=198, max_size=202))
+    part = st.one_of(word, word, _vocab_words().map(lambda w: w.removeprefix("##")))
+    space = st.text(alphabet=st.sampled_from(" \t\n\r"), min_size=1, max_size=2)
+    return st.lists(st.tuples(part, space).map("".join), min_size=1, max_size=8).map("".join)
+
+
 TEXT_BATCHES = {
     "any": st.lists(st.text(alphabet=ANY_CHAR, max_size=40), min_size=1, max_size=16),
     "hard": st.lists(_mixed_text(), min_size=4, max_size=16),
     "vocab": st.lists(_vocab_text(), min_size=4, max_size=16),
     "long": st.lists(_long_word(), min_size=1, max_size=4),
+    "shortcut": st.lists(_shortcut_text(), min_size=4, max_size=16),
 }
 
 
@@ -116,7 +132,7 @@ def google_ids(oracle, texts):
 @pytest.mark.parametrize("kind", list(TEXT_BATCHES))
 def test_ids_equal_google(kbert_tokenizer, google_tokenizer, kind, lower):
     # Long words are slow for Google's tokenizer, and 100 examples cross the limit plenty.
-    @settings(PROPERTY, max_examples=100 if kind == "long" else EXAMPLES)
+    @settings(PROPERTY, max_examples=100 if kind in ("long", "shortcut") else EXAMPLES)
     @given(texts=TEXT_BATCHES[kind])
     def check(texts):
         ours = kbert_tokenizer(lower).tokenize_ids(texts).to_list()
