@@ -7,7 +7,7 @@ GFLOP/s is reported as a fraction of it. With --memory, each (implementation, sh
 runs forward in a fresh process and its peak RSS is reported.
 
   python bench/encoder.py --configs=base,minilm --seq_lengths=32,128 --batch_sizes=1,8,32
-Needs the bench extra: pip install torch==2.13.0 'transformers>=5'.
+Needs the bench extra: pip install torch==2.13.0 'transformers>=5' (and matplotlib for --plot).
 """
 
 import json
@@ -33,6 +33,8 @@ _MAX_TOKENS = flags.DEFINE_integer("max_train_tokens", 4096,
                                    "Skip train steps with batch*seq above this (time budget).")
 _MEMORY = flags.DEFINE_bool("memory", False, "Measure peak RSS per shape in subprocesses.")
 _OUTPUT = flags.DEFINE_string("output", None, "Write results as JSON here.")
+_PLOT = flags.DEFINE_string("plot", None, "Write a PNG of examples/s vs sequence length here "
+                            "(needs matplotlib).")
 _ONE = flags.DEFINE_string("one", None, "internal: impl,config,seq,batch for --memory")
 
 SHAPES = {  # layers, hidden, heads, intermediate
@@ -138,6 +140,38 @@ def time_shape(config, mode, batch, seq, impls, repeats):
     return {impl: statistics.median(t) for impl, t in times.items()}
 
 
+def write_plot(results, path):
+    """Examples/s vs sequence length, one line per implementation: a panel per mode, model
+    shape and batch size (log scales)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    rows = results["rows"]
+    panels = sorted({(r["mode"], r["config"], r["batch"]) for r in rows})
+    columns = sorted({batch for _, _, batch in panels})
+    lines = sorted({(mode, config) for mode, config, _ in panels})
+    figure, axes = pyplot.subplots(len(lines), len(columns), squeeze=False,
+                                   figsize=(4 * len(columns), 3 * len(lines)))
+    for (mode, config, batch) in panels:
+        axis = axes[lines.index((mode, config))][columns.index(batch)]
+        shape = [r for r in rows if (r["mode"], r["config"], r["batch"]) == (mode, config, batch)]
+        for impl in _IMPLS.value:
+            points = sorted((r["seq"], r[f"{impl}_ex_per_s"]) for r in shape
+                            if f"{impl}_ex_per_s" in r)
+            axis.plot(*zip(*points, strict=True), marker="o", label=impl)
+        axis.set(title=f"{config} {mode}, batch {batch}", xscale="log", yscale="log",
+                 xlabel="sequence length", ylabel="examples/s")
+        axis.minorticks_off()
+        axis.set_xticks(sorted({r["seq"] for r in shape}),
+                        labels=[str(s) for s in sorted({r["seq"] for r in shape})])
+    axes[0][0].legend()
+    figure.suptitle(f"Encoder throughput, {results['cpus']} CPUs, {results['date']}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
 def peak_rss_mb(impl, config, seq, batch):
     result = subprocess.run(
         [sys.executable, __file__, f"--one={impl},{config},{seq},{batch}"],
@@ -183,6 +217,8 @@ def main(argv):
     if _OUTPUT.value:
         with open(_OUTPUT.value, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)
+    if _PLOT.value and not _MEMORY.value:
+        write_plot(results, _PLOT.value)
 
 
 if __name__ == "__main__":

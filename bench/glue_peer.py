@@ -91,8 +91,9 @@ def main(argv):
     for split, _ in spec.dev_files:
         dev = glue.read_glue(_DATA.value, spec, split)
         start = time.perf_counter()
-        logits = classifier.predict(tf.data.Dataset.from_tensor_slices(_inputs(dev)).batch(
-            _EVAL_BATCH.value), verbose=0)
+        # A 1-tuple: Keras would read a bare (text_a, text_b) element as (x, y).
+        features = tf.data.Dataset.from_tensor_slices((_inputs(dev),))
+        logits = classifier.predict(features.batch(_EVAL_BATCH.value), verbose=0)
         scores = metrics.compute(spec.metric, dev.label, np.asarray(logits))
         scores["examples_per_second"] = round(len(dev) / (time.perf_counter() - start), 2)
         results["eval"][split] = scores
