@@ -56,6 +56,8 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
     Call args:
         inputs: float tensor [batch, seq, hidden].
         padding_mask: int or bool tensor [batch, seq]; 0 marks padding.
+        first_token_only: bool. Return only the first ([CLS]) position, [batch, 1, hidden],
+            equal to the full output's `[:, :1]` at a fraction of the cost. Defaults to False.
     """
 
     def __init__(self, intermediate_dim, num_heads, activation="gelu", dropout=0.0,
@@ -82,6 +84,35 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
         attention = self._self_attention_layer
         attention._dropout = self.attention_dropout
         attention._dropout_layer.rate = self.attention_dropout
+
+    def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
+             first_token_only=False, **kwargs):
+        if not first_token_only:
+            return super().call(inputs, padding_mask=padding_mask,
+                                attention_mask=attention_mask, training=training, **kwargs)
+        # keras-nlp's TransformerEncoder attends from every position. A head that reads only
+        # [CLS] (the classifier's pooler) needs the last layer there alone: keys and values from
+        # every position, but the query, attention output, feed-forward and LayerNorms of one
+        # position (about 1/6 of the layer's work), so fine-tuning a 6-layer encoder does ~14%
+        # less. The same sublayers and order as TransformerEncoder.call (post-LayerNorm).
+        mask = None  # [batch, 1, seq]: what the first position may attend to
+        if padding_mask is not None:
+            mask = keras.ops.cast(padding_mask[:, None, :], "int32")
+        if attention_mask is not None:
+            first_row = keras.ops.cast(attention_mask[:, :1, :], "int32")
+            mask = first_row if mask is None else keras.ops.minimum(mask, first_row)
+        first = inputs[:, :1, :]
+        x = self._self_attention_layer(query=first, value=inputs, key=inputs,
+                                       attention_mask=mask, training=training)
+        x = self._self_attention_layer_norm(
+            first + self._self_attention_dropout(x, training=training))
+        y = self._feedforward_output_dense(self._feedforward_intermediate_dense(x))
+        return self._feedforward_layer_norm(x + self._feedforward_dropout(y, training=training))
+
+    def compute_output_spec(self, inputs, *args, first_token_only=False, **kwargs):
+        if not first_token_only:
+            return super().compute_output_spec(inputs, *args, **kwargs)
+        return keras.KerasTensor((inputs.shape[0], 1, inputs.shape[2]), dtype=self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -55,7 +55,7 @@ class BertClassifier(keras.Model):
         # === Functional graph ===
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
                   for name in ("token_ids", "segment_ids", "padding_mask")}
-        pooled = encoder(inputs)["pooled_output"]
+        pooled = encoder.pooled_output(inputs)
         # Logits in float32 under mixed precision, so the loss is computed in full precision.
         logits = keras.layers.Activation("linear", dtype="float32", name="output")(
             self.output_dense(self.output_dropout(pooled)))

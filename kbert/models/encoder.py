@@ -102,6 +102,26 @@ class BertEncoder(keras.Model):
         self.num_segments = num_segments
         self.initializer_range = initializer_range
 
+    def pooled_output(self, inputs):
+        """`self(inputs)["pooled_output"]` alone, for heads that read nothing else.
+
+        The last layer runs for the [CLS] position only (`first_token_only`), which a full
+        call cannot do because it also returns every position: the same values for less work.
+
+        Args:
+            inputs: dict of int32 [batch, seq] token_ids, segment_ids, padding_mask
+                (symbolic `keras.Input`s or tensors).
+
+        Returns:
+            [batch, hidden] pooled output.
+        """
+        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"])
+        for layer in self.transformer_layers[:-1]:
+            x = layer(x, padding_mask=inputs["padding_mask"])
+        x = self.transformer_layers[-1](x, padding_mask=inputs["padding_mask"],
+                                        first_token_only=True)
+        return self.pooler(x[:, 0, :])
+
     @property
     def token_embedding(self):
         """The word table, a keras-nlp `ReversibleEmbedding` [vocab, hidden]."""

@@ -48,8 +48,11 @@ def test_pretrainer_matches_google(google_release):
     out = model(x)
     np.testing.assert_allclose(out["mlm_logits"], golden["mlm_logits"], atol=ATOL)
     np.testing.assert_allclose(out["nsp_logits"], golden["nsp_logits"], atol=ATOL)
-    assert_encoder_matches(model.encoder({k: v for k, v in x.items() if k != "mask_positions"}),
-                           golden)
+    encoder_inputs = {k: v for k, v in x.items() if k != "mask_positions"}
+    assert_encoder_matches(model.encoder(encoder_inputs), golden)
+    # The classifier's path: the last layer computed for [CLS] alone (a padded row included).
+    np.testing.assert_allclose(model.encoder.pooled_output(encoder_inputs),
+                               golden["pooled_output"], atol=ATOL)
 
 
 def test_encoder_from_encoder_only_checkpoint(tmp_path):

@@ -100,3 +100,22 @@ def test_jit_compile_matches_eager(tiny_encoder):
     jitted = tiny_encoder.predict(x, verbose=0)
     np.testing.assert_allclose(jitted["sequence_output"], tiny_encoder(x)["sequence_output"],
                                atol=1e-5)
+
+
+def test_first_token_only_layer_equals_full_layer_first_position(tiny_encoder):
+    x = inputs(batch=3, seq=9, seed=4)
+    hidden = tiny_encoder(x, training=False)["encoder_outputs"][0]
+    layer = tiny_encoder.transformer_layers[1]
+    # A custom attention mask on top of padding: row 0 ([CLS]) may not see positions 2 and 5.
+    attention = np.ones((3, 9, 9), "int32")
+    attention[:, 0, [2, 5]] = 0
+    for kwargs in ({"padding_mask": x["padding_mask"]},
+                   {"padding_mask": x["padding_mask"], "attention_mask": attention},
+                   {"attention_mask": attention}):
+        full = layer(hidden, training=False, **kwargs)
+        first = layer(hidden, training=False, first_token_only=True, **kwargs)
+        assert first.shape == (3, 1, hidden.shape[-1])
+        np.testing.assert_allclose(first, full[:, :1], atol=1e-5, err_msg=str(sorted(kwargs)))
+    # The masks matter: dropping the attention mask changes [CLS]'s output.
+    unmasked = layer(hidden, padding_mask=x["padding_mask"], first_token_only=True)
+    assert np.abs(unmasked - first).max() > 1e-3

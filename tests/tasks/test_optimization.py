@@ -62,3 +62,50 @@ def test_optimizer_settings_and_serialization():
         json.loads(json.dumps(keras.saving.serialize_keras_object(optimizer))))
     assert clone.weight_decay_exclusions == optimization.NO_WEIGHT_DECAY
     assert isinstance(clone._learning_rate, optimization.WarmupLinearDecay)
+
+
+def _reference_adamw(weights, grads_per_step, rates, decayed, weight_decay, clipnorm):
+    """BERT's AdamW in NumPy: global-norm clipping, decoupled decay, bias-corrected Adam."""
+    weights = [w.astype("float64") for w in weights]
+    m = [np.zeros_like(w) for w in weights]
+    v = [np.zeros_like(w) for w in weights]
+    for t, (grads, lr) in enumerate(zip(grads_per_step, rates, strict=True), start=1):
+        norm = np.sqrt(sum((g.astype("float64") ** 2).sum() for g in grads))
+        grads = [g * clipnorm / max(norm, clipnorm) for g in grads]
+        for i, g in enumerate(grads):
+            if decayed[i]:
+                weights[i] -= weights[i] * weight_decay * lr
+            m[i] = 0.9 * m[i] + 0.1 * g
+            v[i] = 0.999 * v[i] + 0.001 * g * g
+            alpha = lr * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+            weights[i] -= alpha * m[i] / (np.sqrt(v[i]) + 1e-6)
+    return weights
+
+
+def test_compiled_update_equals_reference_adamw_with_sparse_gradients():
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    initial = [rng.normal(size=(50, 8)).astype("float32"),   # a word table: sparse gradients
+               rng.normal(size=(8, 4)).astype("float32"),
+               rng.normal(size=(4,)).astype("float32")]
+    variables = [keras.Variable(initial[0], name="embeddings"),
+                 keras.Variable(initial[1], name="kernel"), keras.Variable(initial[2], name="bias")]
+    optimizer = optimization.create_optimizer(0.05, num_train_steps=8, num_warmup_steps=2,
+                                              weight_decay=0.1)
+    dense_grads, rates = [], []
+    for step, tokens in enumerate((7, 3, 12, 7, 5)):   # a new token count (shape) each step
+        ids = rng.integers(0, 50, size=tokens)          # repeated ids sum, as tf.gather's grad
+        rows = rng.normal(size=(tokens, 8)).astype("float32")
+        others = [rng.normal(scale=3.0, size=w.shape).astype("float32") for w in initial[1:]]
+        table_grad = np.zeros((50, 8), "float32")
+        np.add.at(table_grad, ids, rows)
+        dense_grads.append([table_grad] + others)
+        rates.append(float(optimization.WarmupLinearDecay(0.05, 8, 2)(step)))
+        sparse = tf.IndexedSlices(tf.constant(rows), tf.constant(ids), tf.constant([50, 8]))
+        optimizer.apply_gradients(zip([sparse] + others, variables, strict=True))
+    expected = _reference_adamw(initial, dense_grads, rates, [True, True, False], 0.1, 1.0)
+    for variable, want in zip(variables, expected, strict=True):
+        np.testing.assert_allclose(variable.numpy(), want, rtol=1e-5, atol=1e-6)
+    # The update was compiled once, whatever the number of tokens in the sparse gradient.
+    assert optimizer._fused_update[1].experimental_get_tracing_count() == 1
