@@ -76,13 +76,16 @@ class AdamW(keras.optimizers.AdamW):
 
     # Keras updates each weight with a dozen element-wise TF ops (clip, decay, two moments, the
     # step), every one a full pass over the weight's memory: ~100 ms a step for MiniLM's 22.7M
-    # weights on 2 CPU cores, a fixed cost that dominates short length-bucketed steps. XLA fuses
-    # them into one loop per weight (~50 ms; the same arithmetic, equal to 1e-8). Keras only
+    # weights on 2 CPU cores, a fixed cost that weighs most on short length-bucketed steps. XLA
+    # fuses them into one loop per weight (~50 ms; the same arithmetic, equal to 1e-8). Keras only
     # compiles the update with the whole train step (`jit_compile=True`), which slows BERT's
     # forward and backward on CPU (bench/encoder.py), so the update is compiled on its own.
     def _backend_apply_gradients(self, grads, trainable_variables):
-        if keras.backend.backend() != "tensorflow" or tf.distribute.has_strategy():
-            # tf.distribute's cross-replica updates (merge_call) cannot run inside XLA.
+        strategy = tf.distribute.get_strategy()
+        if keras.backend.backend() != "tensorflow" or (
+                tf.distribute.has_strategy()
+                and not isinstance(strategy, tf.distribute.OneDeviceStrategy)):
+            # Several replicas update through merge_call, which cannot run inside XLA.
             return super()._backend_apply_gradients(grads, trainable_variables)
         # Dense gradients keep the compiled function's shapes fixed: the word-embedding
         # gradient is IndexedSlices with one row per token, a new shape at every batch length.

@@ -109,3 +109,41 @@ def test_compiled_update_equals_reference_adamw_with_sparse_gradients():
         np.testing.assert_allclose(variable.numpy(), want, rtol=1e-5, atol=1e-6)
     # The update was compiled once, whatever the number of tokens in the sparse gradient.
     assert optimizer._fused_update[1].experimental_get_tracing_count() == 1
+
+
+@pytest.mark.parametrize("strategy", ["default", "one_device"])
+def test_compiled_update_in_fit_equals_keras_update(tiny_encoder, strategy):
+    """The recipes train under OneDeviceStrategy: the compiled update runs there too."""
+    import tensorflow as tf
+
+    class KerasUpdate(optimization.AdamW):
+        def _backend_apply_gradients(self, grads, trainable_variables):
+            return keras.optimizers.AdamW._backend_apply_gradients(
+                self, grads, trainable_variables)
+
+    rng = np.random.default_rng(1)
+    x = {"token_ids": rng.integers(1, 31, (4, 7)).astype("int32"),
+         "segment_ids": np.zeros((4, 7), "int32"), "padding_mask": np.ones((4, 7), "int32")}
+    data = tf.data.Dataset.from_tensors((x, rng.integers(0, 3, 4))).repeat(3)
+    scope = (tf.distribute.OneDeviceStrategy("/cpu:0") if strategy == "one_device"
+             else tf.distribute.get_strategy())
+    weights = []
+    for cls in (optimization.AdamW, KerasUpdate):
+        keras.utils.set_random_seed(0)
+        with scope.scope():
+            model = BertClassifier(kbert_clone(tiny_encoder), 3, dropout=0.0)
+            model.compile(optimizer=cls(learning_rate=1e-2, weight_decay=0.1, epsilon=1e-6,
+                                        global_clipnorm=1.0),
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(data, verbose=0)
+        weights.append([v.numpy() for v in model.trainable_variables])
+        assert (model.optimizer._fused_update is not None) == (cls is optimization.AdamW)
+    for ours, keras_own in zip(*weights, strict=True):
+        np.testing.assert_allclose(ours, keras_own, rtol=1e-5, atol=1e-6)
+
+
+def kbert_clone(encoder):
+    """A fresh encoder with `encoder`'s config and weights."""
+    clone = encoder.__class__.from_config(encoder.get_config())
+    clone.set_weights(encoder.get_weights())
+    return clone
