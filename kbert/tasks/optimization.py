@@ -81,15 +81,17 @@ class AdamW(keras.optimizers.AdamW):
     # compiles the update with the whole train step (`jit_compile=True`), which slows BERT's
     # forward and backward on CPU (bench/encoder.py), so the update is compiled on its own.
     def _backend_apply_gradients(self, grads, trainable_variables):
-        strategy = tf.distribute.get_strategy()
-        if keras.backend.backend() != "tensorflow" or (
-                tf.distribute.has_strategy()
-                and not isinstance(strategy, tf.distribute.OneDeviceStrategy)):
+        if keras.backend.backend() != "tensorflow":
+            return super()._backend_apply_gradients(grads, trainable_variables)
+        # The word-embedding gradient is IndexedSlices, one row per token. Made dense: Keras'
+        # Adam squares those rows before summing a repeated token's (a wrong second moment
+        # whenever clipping has not already made it dense), and fixed shapes let XLA compile
+        # the update once instead of at every batch length.
+        grads = [tf.convert_to_tensor(grad) for grad in grads]
+        if tf.distribute.has_strategy() and not isinstance(
+                tf.distribute.get_strategy(), tf.distribute.OneDeviceStrategy):
             # Several replicas update through merge_call, which cannot run inside XLA.
             return super()._backend_apply_gradients(grads, trainable_variables)
-        # Dense gradients keep the compiled function's shapes fixed: the word-embedding
-        # gradient is IndexedSlices with one row per token, a new shape at every batch length.
-        grads = [tf.convert_to_tensor(grad) for grad in grads]
         variables = tuple(trainable_variables)
         if self._fused_update is None or self._fused_update[0] != tuple(map(id, variables)):
             parent = super()._backend_apply_gradients
