@@ -95,7 +95,9 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
         # every position, but the query, attention output, feed-forward and LayerNorms of one
         # position (about 1/6 of the layer's work), so fine-tuning a 6-layer encoder does ~14%
         # less. The same sublayers and order as TransformerEncoder.call (post-LayerNorm).
-        mask = None  # [batch, 1, seq]: what the first position may attend to
+        # [batch, 1, seq]: what the first position may attend to (the first row of keras-nlp's
+        # private merge_padding_and_attention_mask).
+        mask = None
         if padding_mask is not None:
             mask = keras.ops.cast(padding_mask[:, None, :], "int32")
         if attention_mask is not None:

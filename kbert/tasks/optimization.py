@@ -92,11 +92,12 @@ class AdamW(keras.optimizers.AdamW):
                 tf.distribute.get_strategy(), tf.distribute.OneDeviceStrategy):
             # Several replicas update through merge_call, which cannot run inside XLA.
             return super()._backend_apply_gradients(grads, trainable_variables)
-        variables = tuple(trainable_variables)
-        if self._fused_update is None or self._fused_update[0] != tuple(map(id, variables)):
+        variables = list(trainable_variables)
+        key = tuple(map(id, variables))  # recompiled only if Keras passes other weights
+        if self._fused_update is None or self._fused_update[0] != key:
             parent = super()._backend_apply_gradients
-            update = tf.function(lambda grads: parent(grads, list(variables)), jit_compile=True)
-            self._fused_update = (tuple(map(id, variables)), update)
+            update = tf.function(lambda grads: parent(grads, variables), jit_compile=True)
+            self._fused_update = (key, update)
         self._fused_update[1](grads)
 
     def get_config(self):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from kbert.models.classifier import BertClassifier
+from kbert.models.encoder import BertEncoder
 from kbert.tasks import optimization
 
 
@@ -116,7 +117,7 @@ def test_compiled_update_equals_reference_adamw_with_sparse_gradients(clipnorm):
 
 
 @pytest.mark.parametrize("strategy", ["default", "one_device"])
-def test_compiled_update_in_fit_equals_keras_update(tiny_encoder, strategy):
+def test_compiled_update_in_fit_equals_keras_update(tiny_config, strategy):
     """The recipes train under OneDeviceStrategy: the compiled update runs there too."""
     import tensorflow as tf
 
@@ -135,7 +136,7 @@ def test_compiled_update_in_fit_equals_keras_update(tiny_encoder, strategy):
     for cls in (optimization.AdamW, KerasUpdate):
         keras.utils.set_random_seed(0)
         with scope.scope():
-            model = BertClassifier(kbert_clone(tiny_encoder), 3, dropout=0.0)
+            model = BertClassifier(BertEncoder(**tiny_config.encoder_kwargs()), 3, dropout=0.0)
             model.compile(optimizer=cls(learning_rate=1e-2, weight_decay=0.1, epsilon=1e-6,
                                         global_clipnorm=1.0),
                           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -144,10 +145,3 @@ def test_compiled_update_in_fit_equals_keras_update(tiny_encoder, strategy):
         assert (model.optimizer._fused_update is not None) == (cls is optimization.AdamW)
     for ours, keras_own in zip(*weights, strict=True):
         np.testing.assert_allclose(ours, keras_own, rtol=1e-5, atol=1e-6)
-
-
-def kbert_clone(encoder):
-    """A fresh encoder with `encoder`'s config and weights."""
-    clone = encoder.__class__.from_config(encoder.get_config())
-    clone.set_weights(encoder.get_weights())
-    return clone
