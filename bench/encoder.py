@@ -1,8 +1,9 @@
 """Encoder throughput: kbert vs keras-nlp BertBackbone vs Hugging Face BertModel (PyTorch CPU).
 
 Forward (inference) and forward+backward (a training step without the optimizer update) of
-the same architecture, float32, interleaved runs, median of --repeats. The fp32 matmul peak of
-the machine is measured in the same run (a large tf.matmul), and each model's achieved
+the same architecture, float32, interleaved runs, median of at least --repeats (and of
+--min_seconds per implementation). The fp32 matmul peak of the machine is measured in the same
+run (the best of ten 4096^3 tf.matmul), and each model's achieved
 GFLOP/s is reported as a fraction of it. With --memory, each (implementation, shape) instead
 runs forward in a fresh process and its peak RSS is reported.
 
@@ -28,7 +29,10 @@ _BATCHES = flags.DEFINE_list("batch_sizes", ["1", "8", "32"], "Batch sizes.")
 _MODES = flags.DEFINE_list("modes", ["forward", "train"], "forward and/or train.")
 _IMPLS = flags.DEFINE_list("impls", ["kbert", "kbert_xla", "keras_nlp", "torch"],
                            "Implementations to time.")
-_REPEATS = flags.DEFINE_integer("repeats", 5, "Timed runs per implementation and shape.")
+_REPEATS = flags.DEFINE_integer("repeats", 5, "Least timed runs per implementation and shape.")
+_MIN_SECONDS = flags.DEFINE_float(
+    "min_seconds", 3.0, "Keep repeating until each implementation has run this long, so short "
+    "steps get enough samples for a stable median on a noisy machine.")
 _MAX_TOKENS = flags.DEFINE_integer("max_train_tokens", 4096,
                                    "Skip train steps with batch*seq above this (time budget).")
 _MEMORY = flags.DEFINE_bool("memory", False, "Measure peak RSS per shape in subprocesses.")
@@ -52,7 +56,8 @@ def flops(config, batch, seq):
     return layers * per_layer + 2 * batch * hidden * hidden
 
 
-def matmul_peak_gflops(n=4096, repeats=5):
+def matmul_peak_gflops(n=4096, repeats=10):
+    """The best of `repeats` n x n x n tf.matmul runs, in GFLOP/s."""
     import tensorflow as tf
     a = tf.random.normal((n, n))
     b = tf.random.normal((n, n))
@@ -63,7 +68,7 @@ def matmul_peak_gflops(n=4096, repeats=5):
         start = time.perf_counter()
         f().numpy()
         times.append(time.perf_counter() - start)
-    return 2 * n ** 3 / statistics.median(times) / 1e9
+    return 2 * n ** 3 / min(times) / 1e9
 
 
 def make_runner(impl, config, mode, batch, seq):
@@ -126,13 +131,17 @@ def make_runner(impl, config, mode, batch, seq):
     return lambda: tf.nest.map_structure(lambda t: t.numpy(), step())
 
 
-def time_shape(config, mode, batch, seq, impls, repeats):
+def time_shape(config, mode, batch, seq, impls, repeats, min_seconds):
+    """Median seconds per step of each implementation: interleaved rounds, at least `repeats`
+    of them and until every implementation has run `min_seconds`."""
     runners = {impl: make_runner(impl, config, mode, batch, seq) for impl in impls}
     for run in runners.values():  # trace / compile / warm up
         run()
         run()
     times = {impl: [] for impl in impls}
-    for _ in range(repeats):  # interleaved, so machine noise hits every implementation alike
+    while (min(map(len, times.values())) < repeats
+           or min(map(sum, times.values())) < min_seconds):
+        # Interleaved, so machine noise hits every implementation alike.
         for impl, run in runners.items():
             start = time.perf_counter()
             run()
@@ -206,7 +215,8 @@ def main(argv):
             for config, seq, batch in shapes:
                 if mode == "train" and batch * seq > _MAX_TOKENS.value:
                     continue
-                seconds = time_shape(config, mode, batch, seq, _IMPLS.value, _REPEATS.value)
+                seconds = time_shape(config, mode, batch, seq, _IMPLS.value, _REPEATS.value,
+                                     _MIN_SECONDS.value)
                 work = flops(config, batch, seq) * (3 if mode == "train" else 1)
                 row = {"mode": mode, "config": config, "seq": seq, "batch": batch}
                 for impl, s in seconds.items():
