@@ -1,4 +1,4 @@
-"""BERT's post-LayerNorm transformer block: keras-nlp's TransformerEncoder, configured as BERT."""
+"""BERT's post-LayerNorm transformer block, over keras-nlp's TransformerEncoder sublayers."""
 
 import keras
 import keras_nlp
@@ -52,11 +52,12 @@ def dense(layer, x):
 class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
     """One BERT layer: self-attention, add & LayerNorm, feed-forward, add & LayerNorm.
 
-    keras-nlp's `TransformerEncoder` with `normalize_first=False` computes exactly modeling.py
-    `transformer_model`'s layer. Two things are added here: `activation` is a `hidden_act` name
-    (so a config round-trips as JSON), and attention-probability dropout gets its own rate,
-    because BERT configs carry `attention_probs_dropout_prob` separately from
-    `hidden_dropout_prob` while keras-nlp uses one `dropout` for both.
+    A keras-nlp `TransformerEncoder` with `normalize_first=False` (modeling.py
+    `transformer_model`'s layer): its sublayers, weights and config, its computation in its
+    order, but run with 2-D projections (see `call`). Added here: `activation` is a
+    `hidden_act` name (so a config round-trips as JSON); attention-probability dropout has its
+    own rate, because BERT configs carry `attention_probs_dropout_prob` separately from
+    `hidden_dropout_prob` while keras-nlp uses one `dropout` for both; and `first_token_only`.
 
     Args:
         intermediate_dim: int. Feed-forward width.
@@ -69,8 +70,12 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
     Call args:
         inputs: float tensor [batch, seq, hidden].
         padding_mask: int or bool tensor [batch, seq]; 0 marks padding.
+        attention_mask: int or bool tensor [batch, seq, seq]; 0 where query i may not see key j.
+        training: bool. Apply dropout.
         first_token_only: bool. Return only the first ([CLS]) position, [batch, 1, hidden],
             equal to the full output's `[:, :1]` at a fraction of the cost. Defaults to False.
+        return_attention_scores: bool. Also return the attention probabilities (before
+            dropout), [batch, heads, q, seq]. Defaults to False.
     """
 
     def __init__(self, intermediate_dim, num_heads, activation="gelu", dropout=0.0,
@@ -90,22 +95,13 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
         self.activation_name = activation
         self.attention_dropout = attention_dropout
         self.initializer_range = initializer_range
-
-    def build(self, inputs_shape):
-        super().build(inputs_shape)
-        # keras-nlp builds the attention layer with `dropout`; give it BERT's own rate.
-        attention = self._self_attention_layer
-        attention._dropout = self.attention_dropout
-        attention._dropout_layer.rate = self.attention_dropout
+        # keras-nlp's attention sublayer drops its probabilities at `dropout`; BERT has a rate
+        # of its own for them.
+        self._attention_probs_dropout = keras.layers.Dropout(
+            attention_dropout, dtype=self.dtype_policy, name="attention_probs_dropout")
 
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
              first_token_only=False, return_attention_scores=False):
-        if return_attention_scores:
-            if first_token_only:
-                raise ValueError("return_attention_scores needs every position; "
-                                 "it cannot be combined with first_token_only=True")
-            return super().call(inputs, padding_mask=padding_mask, attention_mask=attention_mask,
-                                training=training, return_attention_scores=True)
         # By hand, over keras-nlp's own sublayers and weights: its TransformerEncoder runs the
         # Dense/EinsumDense sublayers on [batch, seq, hidden], which Keras' TensorFlow backend
         # lowers to a broadcasting BatchMatMulV2 that oneDNN runs at about half the speed of a
@@ -118,14 +114,16 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
         # feed-forward and LayerNorms of one position (about 1/6 of the layer's work).
         query_length = 1 if first_token_only else length
         query = keras.ops.reshape(inputs[:, :query_length, :], (-1, hidden))
-        x = self._attend(query, keras.ops.reshape(inputs, (-1, hidden)), (batch, query_length,
-                         length), self._attention_bias(padding_mask, attention_mask, query_length),
-                         training)
-        x = self._self_attention_layer_norm(query + self._self_attention_dropout(x, training=training))
+        x, probs = self._attend(
+            query, keras.ops.reshape(inputs, (-1, hidden)), (batch, query_length, length),
+            self._attention_bias(padding_mask, attention_mask, query_length), training)
+        x = self._self_attention_dropout(x, training=training)
+        x = self._self_attention_layer_norm(query + x)
         intermediate = self._feedforward_intermediate_dense
         y = dense(self._feedforward_output_dense, intermediate.activation(dense(intermediate, x)))
         x = self._feedforward_layer_norm(x + self._feedforward_dropout(y, training=training))
-        return keras.ops.reshape(x, (batch, query_length, hidden))
+        x = keras.ops.reshape(x, (batch, query_length, hidden))
+        return (x, probs) if return_attention_scores else x
 
     def _attention_bias(self, padding_mask, attention_mask, query_length):
         """0 where a query may attend, a large negative number elsewhere, [batch, 1, q|1, seq]
@@ -143,7 +141,8 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
 
     def _attend(self, query, keys, shape, bias, training):
         """Multi-head attention of `query` [batch * q, hidden] over `keys` [batch * seq, hidden]
-        with the weights of keras-nlp's attention sublayer; returns [batch * q, hidden]."""
+        with the weights of keras-nlp's attention sublayer; returns the output [batch * q,
+        hidden] and the attention probabilities before dropout [batch, heads, q, seq]."""
         attention = self._self_attention_layer
         batch, query_length, length = shape
         heads, head_dim = self.num_heads, attention.key_dim
@@ -160,15 +159,21 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
         if bias is not None:
             scores = scores + bias
         probs = keras.ops.cast(keras.ops.softmax(scores, axis=-1), self.compute_dtype)
-        probs = attention._dropout_layer(probs, training=training)
-        context = keras.ops.transpose(keras.ops.matmul(probs, v), (0, 2, 1, 3))
+        context = keras.ops.matmul(self._attention_probs_dropout(probs, training=training), v)
+        context = keras.ops.transpose(context, (0, 2, 1, 3))
         context = keras.ops.reshape(context, (-1, heads * head_dim))
-        return dense(attention._output_dense, context)
+        return dense(attention._output_dense, context), probs
 
-    def compute_output_spec(self, inputs, *args, first_token_only=False, **kwargs):
-        if not first_token_only:
-            return super().compute_output_spec(inputs, *args, **kwargs)
-        return keras.KerasTensor((inputs.shape[0], 1, inputs.shape[2]), dtype=self.compute_dtype)
+    def compute_output_spec(self, inputs, *args, first_token_only=False,
+                            return_attention_scores=False, **kwargs):
+        batch, length, hidden = inputs.shape
+        query_length = 1 if first_token_only else length
+        output = keras.KerasTensor((batch, query_length, hidden), dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        probs = keras.KerasTensor((batch, self.num_heads, query_length, length),
+                                  dtype=self.compute_dtype)
+        return output, probs
 
     def get_config(self):
         config = super().get_config()

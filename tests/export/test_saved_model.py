@@ -187,6 +187,9 @@ def served(minilm_dir, tmp_path_factory):
               "tagger": tiny_model(BertTokenClassifier, 30522, num_labels=len(TAGS)),
               "crf_tagger": tiny_model(BertTokenClassifier, 30522, num_labels=len(TAGS),
                                        use_crf=True)}
+    # A large classifier head, so the test texts get different labels.
+    head = models["classifier"].output_dense.kernel
+    head.assign(np.random.default_rng(0).normal(0, 3, head.shape))
     # Strong transitions, so Viterbi differs from the per-word argmax.
     models["crf_tagger"].crf.transitions.assign(
         np.random.default_rng(0).normal(0, 3, (len(TAGS), len(TAGS))))

@@ -66,7 +66,7 @@ def test_separate_attention_dropout_rate():
     encoder = kbert.BertEncoder(31, 1, 3, 12, 20, dropout=0.1, attention_dropout=0.3,
                                 max_sequence_length=16)
     layer = encoder.transformer_layers[0]
-    assert layer._self_attention_layer._dropout_layer.rate == 0.3
+    assert layer._attention_probs_dropout.rate == 0.3
     assert layer._feedforward_dropout.rate == 0.1
     # Attention dropout is live in training: outputs vary between calls, not at inference.
     x = inputs()

@@ -1,0 +1,107 @@
+import keras
+import keras_nlp
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert.layers.transformer import BertTransformerLayer
+
+BATCH, SEQ, HIDDEN, HEADS, INTERMEDIATE = 3, 9, 12, 3, 20  # all distinct
+
+
+def layer_and_inputs(dtype="float32", **kwargs):
+    keras.utils.set_random_seed(1)
+    layer = BertTransformerLayer(INTERMEDIATE, HEADS, dtype=dtype, **kwargs)
+    rng = np.random.default_rng(0)
+    hidden = rng.normal(size=(BATCH, SEQ, HIDDEN)).astype("float32")
+    padding = np.ones((BATCH, SEQ), "int32")
+    padding[1, 6:] = 0
+    padding[2, 3:] = 0
+    attention = (rng.random((BATCH, SEQ, SEQ)) > 0.3).astype("int32")
+    attention[:, :, 0] = 1  # every query sees [CLS]
+    layer(hidden, padding_mask=padding)
+    # Biases away from zero, so a dropped or misplaced bias fails.
+    for weight in layer.weights:
+        if weight.path.endswith("bias") or weight.path.endswith("beta"):
+            weight.assign(rng.normal(size=weight.shape) * 0.5)
+    return layer, hidden, padding, attention
+
+
+def keras_nlp_call(layer, *args, **kwargs):
+    """keras-nlp's own TransformerEncoder computation on the same sublayers and weights."""
+    return keras_nlp.layers.TransformerEncoder.call(layer, *args, **kwargs)
+
+
+@pytest.mark.parametrize("dtype, atol", [("float32", 1e-5), ("mixed_float16", 4e-3)])
+def test_matches_keras_nlp_transformer_encoder(dtype, atol):
+    layer, hidden, padding, attention = layer_and_inputs(dtype)
+    for masks in ({}, {"padding_mask": padding}, {"attention_mask": attention},
+                  {"padding_mask": padding, "attention_mask": attention}):
+        ours = layer(hidden, training=False, **masks)
+        assert ours.dtype == layer.compute_dtype
+        golden = keras_nlp_call(layer, hidden, training=False, **masks)
+        np.testing.assert_allclose(np.float32(ours), np.float32(golden), atol=atol,
+                                   err_msg=str(sorted(masks)))
+
+
+def test_masks_change_the_output():
+    layer, hidden, padding, attention = layer_and_inputs()
+    plain = layer(hidden)
+    assert np.abs(layer(hidden, padding_mask=padding) - plain)[1].max() > 1e-3
+    assert np.abs(layer(hidden, attention_mask=attention) - plain).max() > 1e-3
+
+
+def test_gradients_match_keras_nlp_transformer_encoder():
+    layer, hidden, padding, _ = layer_and_inputs()
+    hidden = tf.constant(hidden)
+    weights = np.random.default_rng(2).normal(size=(BATCH, SEQ, HIDDEN)).astype("float32")
+
+    def gradients(call):
+        with tf.GradientTape() as tape:
+            tape.watch(hidden)
+            loss = tf.reduce_sum(call(layer, hidden, padding_mask=padding) * weights)
+        return tape.gradient(loss, [hidden] + layer.trainable_variables)
+
+    ours = gradients(BertTransformerLayer.__call__)
+    golden = gradients(keras_nlp_call)
+    assert len(ours) == 2 + 16 - 1  # input, 16 weights
+    for variable, a, b in zip(["input"] + layer.trainable_variables, ours, golden, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5, err_msg=getattr(variable, "path", variable))
+
+
+def test_attention_dropout_applies_in_training_only():
+    layer, hidden, padding, _ = layer_and_inputs(dropout=0.0, attention_dropout=0.5)
+    inference = layer(hidden, padding_mask=padding, training=False)
+    np.testing.assert_array_equal(inference, layer(hidden, padding_mask=padding))
+    keras.utils.set_random_seed(3)
+    training = layer(hidden, padding_mask=padding, training=True)
+    assert np.abs(training - inference).max() > 1e-2
+
+
+def test_return_attention_scores():
+    layer, hidden, padding, _ = layer_and_inputs()
+    output, scores = layer(hidden, padding_mask=padding, return_attention_scores=True)
+    np.testing.assert_allclose(output, layer(hidden, padding_mask=padding), atol=1e-5)
+    assert scores.shape == (BATCH, HEADS, SEQ, SEQ)
+    np.testing.assert_allclose(np.sum(scores, axis=-1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(scores)[2, :, :, 3:], 0.0)  # padding
+    golden_output, golden_scores = keras_nlp_call(layer, hidden, padding_mask=padding,
+                                                  return_attention_scores=True)
+    np.testing.assert_allclose(output, golden_output, atol=1e-5)
+    np.testing.assert_allclose(scores, golden_scores, atol=1e-6)
+    first, first_scores = layer(hidden, padding_mask=padding, return_attention_scores=True,
+                                first_token_only=True)
+    np.testing.assert_allclose(first, np.asarray(output)[:, :1], atol=1e-5)
+    np.testing.assert_allclose(first_scores, np.asarray(scores)[:, :, :1], atol=1e-6)
+
+
+def test_config_round_trip():
+    layer, hidden, padding, _ = layer_and_inputs(activation="relu", dropout=0.1,
+                                                 attention_dropout=0.2, initializer_range=0.05)
+    clone = BertTransformerLayer.from_config(layer.get_config())
+    clone(hidden)
+    clone.set_weights(layer.get_weights())
+    assert (clone.activation_name, clone.dropout, clone.attention_dropout,
+            clone.initializer_range) == ("relu", 0.1, 0.2, 0.05)
+    np.testing.assert_allclose(clone(hidden, padding_mask=padding),
+                               layer(hidden, padding_mask=padding), atol=1e-6)
