@@ -46,6 +46,7 @@ SHAPES = {  # layers, hidden, heads, intermediate
     "minilm": (6, 384, 12, 1536),
 }
 VOCAB = 30522
+SETTLE_BELOW_SECONDS = 1.0
 
 
 def flops(config, batch, seq):
@@ -139,13 +140,22 @@ def time_shape(config, mode, batch, seq, impls, repeats, min_seconds):
         run()
         run()
     times = {impl: [] for impl in impls}
+    order = list(impls)
     while (min(map(len, times.values())) < repeats
            or min(map(sum, times.values())) < min_seconds):
-        # Interleaved, so machine noise hits every implementation alike.
-        for impl, run in runners.items():
+        # Interleaved, so machine noise hits every implementation alike, and rotated, so each
+        # follows every other equally often.
+        for impl in order:
+            # A library's worker threads keep spinning on the cores for a few ms after its step
+            # (PyTorch's OpenMP pool does), slowing whichever implementation runs next by up
+            # to 40% at batch 1: an untimed step first absorbs that. Skipped for steps so long
+            # that a few ms do not matter.
+            if times[impl][-1:] < [SETTLE_BELOW_SECONDS]:
+                runners[impl]()
             start = time.perf_counter()
-            run()
+            runners[impl]()
             times[impl].append(time.perf_counter() - start)
+        order = order[1:] + order[:1]
     return {impl: statistics.median(t) for impl, t in times.items()}
 
 

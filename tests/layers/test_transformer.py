@@ -9,15 +9,19 @@ from kbert.layers.transformer import BertTransformerLayer
 BATCH, SEQ, HIDDEN, HEADS, INTERMEDIATE = 3, 9, 12, 3, 20  # all distinct
 
 
-def layer_and_inputs(dtype="float32", **kwargs):
+def layer_and_inputs(dtype="float32", batch=BATCH, **kwargs):
+    """A built layer, hidden states [batch, SEQ, HIDDEN], a padding mask that pads the last
+    example (from position 3) and, if there are three, the second (from 6), and a random
+    attention mask."""
     keras.utils.set_random_seed(1)
     layer = BertTransformerLayer(INTERMEDIATE, HEADS, dtype=dtype, **kwargs)
     rng = np.random.default_rng(0)
-    hidden = rng.normal(size=(BATCH, SEQ, HIDDEN)).astype("float32")
+    hidden = rng.normal(size=(BATCH, SEQ, HIDDEN)).astype("float32")[-batch:]
     padding = np.ones((BATCH, SEQ), "int32")
     padding[1, 6:] = 0
     padding[2, 3:] = 0
-    attention = (rng.random((BATCH, SEQ, SEQ)) > 0.3).astype("int32")
+    padding = padding[-batch:]
+    attention = (rng.random((BATCH, SEQ, SEQ)) > 0.3).astype("int32")[-batch:]
     attention[:, :, 0] = 1  # every query sees [CLS]
     layer(hidden, padding_mask=padding)
     # Biases away from zero, so a dropped or misplaced bias fails.
@@ -32,16 +36,31 @@ def keras_nlp_call(layer, *args, **kwargs):
     return keras_nlp.layers.TransformerEncoder.call(layer, *args, **kwargs)
 
 
+@pytest.mark.parametrize("batch", [BATCH, 1])  # 1 takes a path of its own
 @pytest.mark.parametrize("dtype, atol", [("float32", 1e-5), ("mixed_float16", 4e-3)])
-def test_matches_keras_nlp_transformer_encoder(dtype, atol):
-    layer, hidden, padding, attention = layer_and_inputs(dtype)
-    for masks in ({}, {"padding_mask": padding}, {"attention_mask": attention},
-                  {"padding_mask": padding, "attention_mask": attention}):
-        ours = layer(hidden, training=False, **masks)
-        assert ours.dtype == layer.compute_dtype
-        golden = keras_nlp_call(layer, hidden, training=False, **masks)
-        np.testing.assert_allclose(np.float32(ours), np.float32(golden), atol=atol,
-                                   err_msg=str(sorted(masks)))
+def test_matches_keras_nlp_transformer_encoder(dtype, atol, batch):
+    layer, hidden, padding, attention = layer_and_inputs(dtype, batch)
+    # In a tf.function too, where TensorFlow's graph rewrites fuse ops.
+    for call in (layer, tf.function(layer)):
+        for masks in ({}, {"padding_mask": padding}, {"attention_mask": attention},
+                      {"padding_mask": padding, "attention_mask": attention}):
+            ours = call(hidden, training=False, **masks)
+            assert ours.dtype == layer.compute_dtype
+            golden = keras_nlp_call(layer, hidden, training=False, **masks)
+            np.testing.assert_allclose(np.float32(ours), np.float32(golden), atol=atol,
+                                       err_msg=str(sorted(masks)))
+            first = call(hidden, training=False, first_token_only=True, **masks)
+            np.testing.assert_allclose(np.float32(first), np.float32(golden)[:, :1], atol=atol,
+                                       err_msg=str(sorted(masks)))
+
+
+def test_unknown_batch_size():
+    layer, hidden, padding, _ = layer_and_inputs()
+    call = tf.function(lambda x, mask: layer(x, padding_mask=mask), input_signature=[
+        tf.TensorSpec((None, SEQ, HIDDEN)), tf.TensorSpec((None, SEQ), "int32")])
+    for batch in (1, BATCH):
+        np.testing.assert_allclose(call(hidden[:batch], padding[:batch]),
+                                   layer(hidden[:batch], padding_mask=padding[:batch]), atol=1e-5)
 
 
 def test_masks_change_the_output():
@@ -51,10 +70,11 @@ def test_masks_change_the_output():
     assert np.abs(layer(hidden, attention_mask=attention) - plain).max() > 1e-3
 
 
-def test_gradients_match_keras_nlp_transformer_encoder():
-    layer, hidden, padding, _ = layer_and_inputs()
+@pytest.mark.parametrize("batch", [BATCH, 1])
+def test_gradients_match_keras_nlp_transformer_encoder(batch):
+    layer, hidden, padding, _ = layer_and_inputs(batch=batch)
     hidden = tf.constant(hidden)
-    weights = np.random.default_rng(2).normal(size=(BATCH, SEQ, HIDDEN)).astype("float32")
+    weights = np.random.default_rng(2).normal(size=hidden.shape).astype("float32")
 
     def gradients(call):
         with tf.GradientTape() as tape:
@@ -69,8 +89,9 @@ def test_gradients_match_keras_nlp_transformer_encoder():
         np.testing.assert_allclose(a, b, atol=1e-5, err_msg=getattr(variable, "path", variable))
 
 
-def test_attention_dropout_applies_in_training_only():
-    layer, hidden, padding, _ = layer_and_inputs(dropout=0.0, attention_dropout=0.5)
+@pytest.mark.parametrize("batch", [BATCH, 1])
+def test_attention_dropout_applies_in_training_only(batch):
+    layer, hidden, padding, _ = layer_and_inputs(batch=batch, dropout=0.0, attention_dropout=0.5)
     inference = layer(hidden, padding_mask=padding, training=False)
     np.testing.assert_array_equal(inference, layer(hidden, padding_mask=padding))
     keras.utils.set_random_seed(3)
@@ -78,13 +99,14 @@ def test_attention_dropout_applies_in_training_only():
     assert np.abs(training - inference).max() > 1e-2
 
 
-def test_return_attention_scores():
-    layer, hidden, padding, _ = layer_and_inputs()
+@pytest.mark.parametrize("batch", [BATCH, 1])
+def test_return_attention_scores(batch):
+    layer, hidden, padding, _ = layer_and_inputs(batch=batch)
     output, scores = layer(hidden, padding_mask=padding, return_attention_scores=True)
     np.testing.assert_allclose(output, layer(hidden, padding_mask=padding), atol=1e-5)
-    assert scores.shape == (BATCH, HEADS, SEQ, SEQ)
+    assert scores.shape == (batch, HEADS, SEQ, SEQ)
     np.testing.assert_allclose(np.sum(scores, axis=-1), 1.0, atol=1e-5)
-    np.testing.assert_array_equal(np.asarray(scores)[2, :, :, 3:], 0.0)  # padding
+    np.testing.assert_array_equal(np.asarray(scores)[-1, :, :, 3:], 0.0)  # padding
     golden_output, golden_scores = keras_nlp_call(layer, hidden, padding_mask=padding,
                                                   return_attention_scores=True)
     np.testing.assert_allclose(output, golden_output, atol=1e-5)
