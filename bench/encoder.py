@@ -198,6 +198,15 @@ def peak_rss_mb(impl, config, seq, batch):
     return float(result.stdout.strip().splitlines()[-1])
 
 
+def write_results(results):
+    """Writes --output (if set) under a temporary name, then renames it: after every row, so an
+    interrupted sweep keeps the rows it finished."""
+    if _OUTPUT.value:
+        with open(_OUTPUT.value + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+        os.replace(_OUTPUT.value + ".tmp", _OUTPUT.value)
+
+
 def main(argv):
     del argv
     if _ONE.value:
@@ -217,6 +226,7 @@ def main(argv):
                         for impl in _IMPLS.value})
             print(json.dumps(row), flush=True)
             results["rows"].append(row)
+            write_results(results)
     else:
         peak = matmul_peak_gflops()
         results["matmul_peak_gflops"] = peak
@@ -234,9 +244,8 @@ def main(argv):
                     row[f"{impl}_peak_fraction"] = round(work / s / 1e9 / peak, 3)
                 print(json.dumps(row), flush=True)
                 results["rows"].append(row)
-    if _OUTPUT.value:
-        with open(_OUTPUT.value, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1)
+                write_results(results)
+    write_results(results)
     if _PLOT.value and not _MEMORY.value:
         write_plot(results, _PLOT.value)
 
