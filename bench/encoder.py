@@ -1,11 +1,12 @@
 """Encoder throughput: kbert vs keras-nlp BertBackbone vs Hugging Face BertModel (PyTorch CPU).
 
 Forward (inference) and forward+backward (a training step without the optimizer update) of
-the same architecture, float32, interleaved runs, median of at least --repeats (and of
---min_seconds per implementation). The fp32 matmul peak of the machine is measured in the same
-run (the best of ten 4096^3 tf.matmul), and each model's achieved
-GFLOP/s is reported as a fraction of it. With --memory, each (implementation, shape) instead
-runs forward in a fresh process and its peak RSS is reported.
+the same architecture, float32, interleaved runs in a rotating order (each timed step after
+an untimed one), median of at least --repeats (and of --min_seconds per implementation). The
+fp32 matmul peak of the machine is measured in the same run (the best of ten 4096^3
+tf.matmul), and each model's achieved GFLOP/s is reported as a fraction of it. With --memory,
+each (implementation, shape) instead runs forward in a fresh process and its peak RSS is
+reported.
 
   python bench/encoder.py --configs=base,minilm --seq_lengths=32,128 --batch_sizes=1,8,32
 Needs the bench extra: pip install torch==2.13.0 'transformers>=5' (and matplotlib for --plot).
@@ -150,7 +151,7 @@ def time_shape(config, mode, batch, seq, impls, repeats, min_seconds):
             # (PyTorch's OpenMP pool does), slowing whichever implementation runs next by up
             # to 40% at batch 1: an untimed step first absorbs that. Skipped for steps so long
             # that a few ms do not matter.
-            if times[impl][-1:] < [SETTLE_BELOW_SECONDS]:
+            if not times[impl] or times[impl][-1] < SETTLE_BELOW_SECONDS:
                 runners[impl]()
             start = time.perf_counter()
             runners[impl]()

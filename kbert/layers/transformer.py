@@ -188,8 +188,8 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
         context = keras.ops.reshape(context, (heads * head_dim, query_length))
         # An add, not a BiasAdd: TensorFlow's oneDNN rewriter fuses MatMul(transpose_a) with a
         # BiasAdd and the residual add after it into a kernel it has not implemented.
-        bias = keras.ops.reshape(output.bias, (-1,))
-        return tf.matmul(context, kernel, transpose_a=True) + bias, probs
+        output_bias = keras.ops.reshape(output.bias, (-1,))
+        return tf.matmul(context, kernel, transpose_a=True) + output_bias, probs
 
     def _probabilities(self, scores, bias):
         """Softmax over the keys of `scores` plus `bias`, in float32 also under mixed precision
