@@ -6,6 +6,7 @@ import keras
 import keras_nlp
 import tensorflow as tf
 
+from kbert.tokenization import text_inputs
 from kbert.tokenization import vocab as vocab_lib
 from kbert.tokenization.tokenizer import FullTokenizer
 
@@ -38,17 +39,25 @@ class BertPreprocessor(keras.layers.Layer):
             `vocab_file`. Defaults to None.
 
     Call args:
-        inputs: string tensor [batch] (or a scalar), or a tuple/list of two for text pairs.
+        inputs: texts in keras-hub's convention. A list of str (or a [batch] string tensor)
+            is a batch; a tuple of two such batches is a batch of pairs (A, B); a str (or a
+            scalar string tensor) is one example, and a tuple of two str one pair, both packed
+            without a batch axis. A [batch, 1 or 2] string tensor, or a ragged [batch,
+            (1 or 2)] one, holds each example's segments in a row. Anything else, such as a
+            list of tuples or of lists, raises a ValueError that lists these forms.
 
     Returns:
-        dict of int32 [batch, seq]: `token_ids`, `segment_ids` (0 for `[CLS] A [SEP]`, 1 for
-        `B [SEP]`) and `padding_mask` (1 for real tokens, 0 for padding).
+        dict of int32 [batch, seq] ([seq] for one example): `token_ids`, `segment_ids` (0 for
+        `[CLS] A [SEP]`, 1 for `B [SEP]`) and `padding_mask` (1 for real tokens, 0 for
+        padding).
 
     Example:
     ```python
     preprocessor = kbert.BertPreprocessor("vocab.txt", max_seq_length=16)
-    inputs = preprocessor((tf.constant(["The cat sat."]), tf.constant(["It was tired."])))
-    outputs = encoder(inputs)  # a kbert.BertEncoder
+    batch = preprocessor(["The cat sat.", "Dogs bark."])  # token_ids: [2, 16]
+    pairs = preprocessor((["The cat sat."], ["It was tired."]))  # token_ids: [1, 16]
+    one = preprocessor("The cat sat.")  # token_ids: [16]
+    outputs = encoder(pairs)  # a kbert.BertEncoder
     ```
     """
 
@@ -87,18 +96,20 @@ class BertPreprocessor(keras.layers.Layer):
         """The `FullTokenizer` inside (for offsets, or tokens as strings)."""
         return self._tokenizer
 
+    def __call__(self, inputs, *args, **kwargs):
+        # Keras refuses a tuple that mixes tensors with Python values, such as (list, tensor).
+        if isinstance(inputs, tuple):
+            inputs = tuple(text_inputs.python_texts_as_tensor(x) for x in inputs)
+        return super().__call__(inputs, *args, **kwargs)
+
     @tf.autograph.experimental.do_not_convert
     def call(self, inputs):
-        segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
-        if len(segments) not in (1, 2):
-            raise ValueError(f"BertPreprocessor packs one or two text segments, got "
-                             f"{len(segments)}")
-        texts = [tf.convert_to_tensor(s, tf.string) for s in segments]
+        texts = text_inputs.to_segments(inputs)
         unbatched = texts[0].shape.rank == 0
         if unbatched:
             texts = [t[None] for t in texts]
         ids = tuple(self._tokenizer.tokenize_ids(t) for t in texts)
-        token_ids, segment_ids = self._packer(ids)
+        token_ids, segment_ids = self._pack(ids)
         if len(ids) == 2:
             # convert_single_example adds B and its [SEP] only if B has tokens after
             # truncation; with none to start with, A alone gets the whole budget.
@@ -106,7 +117,7 @@ class BertPreprocessor(keras.layers.Layer):
             dropped = emptied & tf.equal(segment_ids, 1)
             token_ids = tf.where(dropped, _UNPADDED, token_ids)
             segment_ids = tf.where(dropped, 0, segment_ids)
-            single_ids, single_segments = self._packer(ids[:1])
+            single_ids, single_segments = self._pack(ids[:1])
             alone = tf.equal(ids[1].row_lengths(), 0)[:, None]
             token_ids = tf.where(alone, single_ids, token_ids)
             segment_ids = tf.where(alone, single_segments, segment_ids)
@@ -123,6 +134,10 @@ class BertPreprocessor(keras.layers.Layer):
         if unbatched:
             outputs = {k: v[0] for k, v in outputs.items()}
         return outputs
+
+    def _pack(self, ids):
+        # The packer returns shape [0] for an empty batch; keep [0, max_seq_length].
+        return (tf.reshape(t, [-1, self.max_seq_length]) for t in self._packer(ids))
 
     def get_config(self):
         config = super().get_config()

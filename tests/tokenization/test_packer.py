@@ -177,3 +177,72 @@ def test_keras_file_carries_vocab_and_added_tokens(vocab_file, tmp_path):
         np.testing.assert_array_equal(value, expected[key])
     reloaded = next(x for x in loaded.layers if isinstance(x, BertPreprocessor))
     assert reloaded.never_split == ["COVID-19"] and len(reloaded.vocabulary) == len(lines)
+
+
+# keras-hub's convention: a list is a batch, a tuple holds a pair's segments, a str is one text.
+# Each form is compared with the [batch] string tensors that test_pairs_match_google checks.
+A, B = ["hello world", "hi"], ["ok", "a b"]
+PAIR_SEGMENTS = [[0, 0, 0, 0, 1, 1, 0, 0], [0, 0, 0, 1, 1, 1, 0, 0]]
+INPUT_FORMS = {
+    "list": (A, (2, 8), [[0] * 8] * 2, (A,)),
+    "tuple of two lists": ((A, B), (2, 8), PAIR_SEGMENTS, (A, B)),
+    "tuple of list and tensor": ((A, tf.constant(B)), (2, 8), PAIR_SEGMENTS, (A, B)),
+    "tuple of two tensors": ((tf.constant(A), tf.constant(B)), (2, 8), PAIR_SEGMENTS, (A, B)),
+    "string tensor": (tf.constant(A), (2, 8), [[0] * 8] * 2, (A,)),
+    "numpy array": (np.array(A), (2, 8), [[0] * 8] * 2, (A,)),
+    "[batch, 1] tensor": (tf.constant([[a] for a in A]), (2, 8), [[0] * 8] * 2, (A,)),
+    "[batch, 2] tensor": (tf.constant(list(zip(A, B, strict=True))), (2, 8), PAIR_SEGMENTS, (A, B)),
+    # Row 0 is a pair, row 1 a single text: packed as the pair (A, "") is, i.e. A alone.
+    "ragged rows": (tf.ragged.constant([[A[0], B[0]], [A[1]]]), (2, 8),
+                    [PAIR_SEGMENTS[0], [0] * 8], (A, [B[0], ""])),
+    "empty list": ([], (0, 8), [], ([],)),
+}
+
+
+@pytest.mark.parametrize("name", INPUT_FORMS)
+def test_input_forms(vocab_file, name):
+    inputs, shape, segments, as_tensors = INPUT_FORMS[name]
+    layer = BertPreprocessor(vocab_file, max_seq_length=8)
+    out = layer(inputs)
+    expected = layer(tuple(tf.constant(s, tf.string, shape=[len(s)]) for s in as_tensors))
+    assert out["token_ids"].shape == shape
+    assert out["segment_ids"].numpy().tolist() == segments
+    for key in ("token_ids", "segment_ids", "padding_mask"):
+        np.testing.assert_array_equal(out[key], expected[key])
+        assert out[key].dtype == tf.int32
+
+
+def test_single_example_forms_are_unbatched(vocab_file):
+    layer = BertPreprocessor(vocab_file, max_seq_length=8)
+    one = layer("hello world")
+    assert one["token_ids"].numpy().tolist() == [101, 7592, 2088, 102, 0, 0, 0, 0]
+    assert one["segment_ids"].numpy().tolist() == [0] * 8
+    pair = layer(("hello world", "ok"))
+    assert pair["token_ids"].shape == (8,)
+    assert pair["segment_ids"].numpy().tolist() == PAIR_SEGMENTS[0]
+    np.testing.assert_array_equal(pair["token_ids"], layer((A, B))["token_ids"][0])
+
+
+@pytest.mark.parametrize("inputs, problem", [
+    ([("hello", "ok"), ("hi", "a b")], "got a list of tuple, but a list is a batch of texts"),
+    ([["hello", "ok"]], "got a list of list"),
+    ([tf.constant("hello")], "got a list of EagerTensor"),
+    ((["hello"], "ok"), r"both segments of a pair must be batches, or both single texts"),
+    ((A, B, A), "packs one or two text segments, got 3"),
+    (tf.constant([1, 2]), "got a int32 tensor; texts must be strings"),
+    (tf.constant([["a", "b", "c"]]), r"got a tensor of shape \[1, 3\]"),
+    ({"text": A}, "got a dict"),
+])
+def test_ambiguous_inputs_name_the_accepted_forms(vocab_file, inputs, problem):
+    layer = BertPreprocessor(vocab_file, max_seq_length=8)
+    with pytest.raises(ValueError, match=problem) as error:
+        layer(inputs)
+    message = str(error.value)
+    assert "a batch of texts: ['The cat sat.', 'Dogs bark.']" in message
+    assert "a batch of pairs: (['The cat sat.', 'Dogs bark.'], ['It was tired.'" in message
+
+
+def test_ragged_row_with_three_segments_fails(vocab_file):
+    layer = BertPreprocessor(vocab_file, max_seq_length=8)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="holds one or two segments"):
+        layer(tf.ragged.constant([["a", "b", "c"], ["d"]]))
