@@ -13,6 +13,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from kbert.tokenization import text_inputs
+
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # greedy, as Google's read_examples
 
 
@@ -41,6 +43,29 @@ def read_examples(lines):
         line = line.strip()
         pair = _PAIR.match(line)
         yield Example(index, *(pair.groups() if pair else (line, None)))
+
+
+def examples_from_texts(texts):
+    """`Example`s from texts in `kbert.BertPreprocessor`'s convention.
+
+    Args:
+        texts: a list of str (a batch), a tuple of two lists (a batch of pairs), a str (one
+            text), or string tensors in those shapes.
+
+    Returns:
+        list of `Example`, indexed from 0.
+    """
+    segments = text_inputs.to_segments(texts, caller="kbert.features")
+    columns = [[t.decode("utf-8") for t in np.atleast_1d(s.numpy())] for s in segments]
+    texts_b = columns[1] if len(columns) == 2 else [None] * len(columns[0])
+    return [Example(index, a, b) for index, (a, b) in enumerate(zip(columns[0], texts_b,
+                                                                      strict=True))]
+
+
+def _holds_examples(examples):
+    if isinstance(examples, (list, tuple)):
+        return bool(examples) and all(isinstance(e, Example) for e in examples)
+    return not (isinstance(examples, (str, bytes, np.ndarray)) or tf.is_tensor(examples))
 
 
 def truncate_pair(tokens_a, tokens_b, max_length):
@@ -80,7 +105,9 @@ def extract(encoder, tokenizer, examples, layers=(-1, -2, -3, -4), pooling=None,
     Args:
         encoder: `kbert.BertEncoder`.
         tokenizer: `kbert.FullTokenizer` (anything with `tokenize`, `convert_tokens_to_ids`).
-        examples: iterable of `Example` (see `read_examples`).
+        examples: iterable of `Example` (see `read_examples`), or texts as
+            `kbert.BertPreprocessor` takes them (a list of str, a tuple of two lists for
+            pairs, a str); see `examples_from_texts`.
         layers: ints. Layer indices as in Python (-1 = last layer). Defaults to the last four.
         pooling: str or None. A key of `POOLINGS` to add a sentence vector.
         max_seq_length: int. Longer inputs are truncated as in Google's code. Defaults to 128.
@@ -96,6 +123,8 @@ def extract(encoder, tokenizer, examples, layers=(-1, -2, -3, -4), pooling=None,
     for index in layers:
         if not -num_layers <= index < num_layers:
             raise ValueError(f"layer index {index} out of range for {num_layers} layers")
+    if not _holds_examples(examples):
+        examples = examples_from_texts(examples)
     run = tf.function(lambda x: encoder(x, training=False), reduce_retracing=True)
     for batch in _batches(tokenizer, examples, max_seq_length, batch_size):
         length = max(len(ids) for _, _, ids, _ in batch)

@@ -115,3 +115,25 @@ def test_tool_writes_npy_and_jsonl(release, tmp_path):
     result = subprocess.run(common + [f"--output_file={tmp_path / 'x.npy'}"],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode != 0 and "must end in .jsonl" in result.stderr
+
+
+def test_texts_in_the_preprocessor_convention(release):
+    """A list is a batch, a tuple of two lists is pairs, a str is one text; others fail."""
+    encoder = kbert.BertEncoder.from_google_checkpoint(str(release))
+    tokenizer = kbert.FullTokenizer(str(release / "vocab.txt"), do_lower_case=True)
+    examples = list(features.read_examples(LINES[:2]))  # a single text, then a pair
+    expected = list(features.extract(encoder, tokenizer, examples, [-1], "mean",
+                                     max_seq_length=SEQ))
+    texts_a = [e.text_a for e in examples]
+    texts_b = [e.text_b or "" for e in examples]
+    for texts in ([texts_a[0]], texts_a[0], (texts_a, texts_b)):
+        got = list(features.extract(encoder, tokenizer, texts, [-1], "mean",
+                                    max_seq_length=SEQ))
+        assert len(got) == (2 if isinstance(texts, tuple) else 1)
+        for mine, theirs in zip(got, expected, strict=False):
+            assert mine["tokens"] == theirs["tokens"]
+            np.testing.assert_allclose(mine["sentence_vector"], theirs["sentence_vector"],
+                                       atol=1e-6)
+    assert features.examples_from_texts(("a", "b")) == [features.Example(0, "a", "b")]
+    with pytest.raises(ValueError, match="kbert.features: got a list of tuple"):
+        next(features.extract(encoder, tokenizer, [("a", "b")], [-1]))
