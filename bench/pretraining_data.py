@@ -27,7 +27,8 @@ from absl import flags
 from kbert.data import corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_CORPUS = "/work/shared/data/corpus/enwiki_wikiextractor/wiki_*"
+DEFAULT_CORPUS = os.path.join(ROOT, "..", "shared", "data", "corpus", "enwiki_wikiextractor",
+                              "wiki_*")
 
 _CORPUS = flags.DEFINE_string("corpus", DEFAULT_CORPUS, "WikiExtractor files (glob).")
 _VOCAB = flags.DEFINE_string("vocab_file", None, "vocab.txt; defaults to MiniLM's (uncased).")

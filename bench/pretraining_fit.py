@@ -23,8 +23,11 @@ from kbert import data
 from kbert.tasks import optimization
 from kbert.tasks import pretraining
 
-_CORPUS = flags.DEFINE_string("corpus", "/work/shared/data/corpus/enwiki_wikiextractor/wiki_*",
-                              "WikiExtractor files (glob); the last one is held out.")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CORPUS = flags.DEFINE_string(
+    "corpus", os.path.join(ROOT, "..", "shared", "data", "corpus", "enwiki_wikiextractor",
+                           "wiki_*"),
+    "WikiExtractor files (glob); the last one is held out.")
 _TRAIN_FILES = flags.DEFINE_integer("train_files", 3, "Files to train on (~1 MB each).")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_fit", "Scratch directory.")
 _STEPS = flags.DEFINE_integer("num_train_steps", 1000, "Training steps.")

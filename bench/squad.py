@@ -28,7 +28,9 @@ sys.path.insert(0, ROOT)
 
 from tests.oracle import squad_official_eval  # noqa: E402
 
-_DEV = flags.DEFINE_string("dev_file", "/work/shared/data/squad/v1.1/dev.json", "SQuAD v1.1.")
+_DEV = flags.DEFINE_string(
+    "dev_file", os.path.join(ROOT, "..", "shared", "data", "squad", "v1.1", "dev.json"),
+    "SQuAD v1.1 (default: beside this repository).")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_squad", "Scratch directory.")
 _SEQ = flags.DEFINE_integer("max_seq_length", 256, "Window length.")
 _STRIDE = flags.DEFINE_integer("doc_stride", 128, "Window stride.")

@@ -17,8 +17,8 @@ tokenizer --repeats times, interleaved (the order rotates each round), and repor
                  each take a contiguous share of the lines (pure Python uses one core each).
   hf_tokenizers  `BertWordPieceTokenizer.encode_batch` (Rust), RAYON_NUM_THREADS = cores.
 
-  python bench/tokenization.py --corpus=/work/shared/data/corpus/enwiki_wikiextractor/wiki_00,\
-/work/shared/data/corpus/enwiki_wikiextractor/wiki_01 --repeats=5
+  python bench/tokenization.py --corpus=../shared/data/corpus/enwiki_wikiextractor/wiki_00,\
+../shared/data/corpus/enwiki_wikiextractor/wiki_01 --repeats=5
 """
 
 import concurrent.futures
@@ -32,7 +32,8 @@ import time
 from absl import app
 from absl import flags
 
-_CORPUS_DIR = "/work/shared/data/corpus/enwiki_wikiextractor"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CORPUS_DIR = os.path.join(ROOT, "..", "shared", "data", "corpus", "enwiki_wikiextractor")
 _CORPUS = flags.DEFINE_list(
     "corpus", [f"{_CORPUS_DIR}/wiki_0{i}" for i in range(3)],
     "WikiExtractor files; their non-empty text lines are the input.")

@@ -1,7 +1,7 @@
 """Fixtures for the data tests: the real uncased vocab and a real WikiExtractor excerpt.
 
 `tests/fixtures/enwiki_wiki_29_head.txt` (211,463 bytes, sha256 713b5703...c29a) is the first
-329 documents of `/work/shared/data/corpus/enwiki_wikiextractor/wiki_29` (WikiExtractor output
+329 documents of `../shared/data/corpus/enwiki_wikiextractor/wiki_29` (WikiExtractor output
 of English Wikipedia, CC BY-SA 3.0), byte for byte; 106 of them have text.
 """
 

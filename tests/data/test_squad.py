@@ -2,7 +2,7 @@
 
 `tests/fixtures/squad_v1.1_dev_excerpt.json` (42,628 bytes, sha256 9abb7a25...6f69): 11
 paragraphs (67 questions) of the official SQuAD v1.1 dev set (CC BY-SA 4.0,
-/work/shared/data/squad/v1.1/dev.json), unchanged: the first two paragraphs of Warsaw, Normans
+../shared/data/squad/v1.1/dev.json), unchanged: the first two paragraphs of Warsaw, Normans
 and Nikola_Tesla, the four with the most non-ASCII characters, and the longest context.
 """
 
