@@ -49,6 +49,12 @@ _CJK_RANGES = (
 _ASCII_PUNCTUATION = ((33, 47), (58, 64), (91, 96), (123, 126))
 
 
+def is_cjk(char):
+    """Whether `char` (a one-character str) is a CJK ideograph, as `_is_chinese_char`."""
+    code_point = ord(char)
+    return any(first <= code_point <= last for first, last in _CJK_RANGES)
+
+
 @functools.lru_cache(maxsize=2)
 def build_char_table(do_lower_case):
     """The table for one casing mode, from this Python's `unicodedata` (about 1 s; cached).
