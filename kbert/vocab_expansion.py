@@ -113,34 +113,30 @@ class CorpusExpansion:
 
 
 def read_corpus(path, column=None):
-    """The texts of one corpus file.
+    """Yields the texts of one corpus file, line by line.
 
     Args:
         path: str. UTF-8 text. Without `column`, every non-empty line is one text. With
             `column`, a tab-separated file with a header row; the texts are that column.
         column: str or None. Header name of the text column. Defaults to None.
 
-    Returns:
-        list of str.
+    Yields:
+        str.
     """
     with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    if column is None:
-        return [line for line in lines if line.strip()]
-    if not lines:
-        raise ValueError(f"{path}: empty; expected a header row naming column {column!r}")
-    header = lines[0].split("\t")
-    if column not in header:
-        raise ValueError(f"{path}:1: no column {column!r} in the header {header}")
-    index = header.index(column)
-    texts = []
-    for number, line in enumerate(lines[1:], start=2):
-        fields = line.split("\t")
-        if len(fields) != len(header):
-            raise ValueError(f"{path}:{number}: {len(fields)} tab-separated fields, expected "
-                             f"{len(header)} as in the header")
-        texts.append(fields[index])
-    return texts
+        if column is None:
+            yield from (line.rstrip("\r\n") for line in f if line.strip())
+            return
+        header = f.readline().rstrip("\r\n").split("\t")
+        if column not in header:
+            raise ValueError(f"{path}:1: no column {column!r} in the header {header}")
+        index = header.index(column)
+        for number, line in enumerate(f, start=2):
+            fields = line.rstrip("\r\n").split("\t")
+            if len(fields) != len(header):
+                raise ValueError(f"{path}:{number}: {len(fields)} tab-separated fields, "
+                                 f"expected {len(header)} as in the header")
+            yield fields[index]
 
 
 def expand_from_corpus(source, corpus_files, output_dir, max_new_tokens=None,

@@ -78,15 +78,15 @@ def test_append_and_fallback_add_every_candidate(release, corpus, tmp_path):
 def test_tsv_column(release, tmp_path):
     tsv = tmp_path / "train.tsv"
     tsv.write_text("label\ttext_a\n" + "".join(f"1\t{t}\n" for t in CORPUS), encoding="utf-8")
-    assert vocab_expansion.read_corpus(str(tsv), "text_a") == CORPUS
+    assert list(vocab_expansion.read_corpus(str(tsv), "text_a")) == CORPUS
     result = vocab_expansion.expand_from_corpus(release, [str(tsv)], str(tmp_path / "out"),
                                                 corpus_column="text_a")
     assert result.before == BEFORE
     with pytest.raises(ValueError, match=r"train.tsv:1: no column 'text' in the header"):
-        vocab_expansion.read_corpus(str(tsv), "text")
+        list(vocab_expansion.read_corpus(str(tsv), "text"))
     tsv.write_text("label\ttext_a\n1\tok\n0\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"train.tsv:3: 1 tab-separated fields, expected 2"):
-        vocab_expansion.read_corpus(str(tsv), "text_a")
+        list(vocab_expansion.read_corpus(str(tsv), "text_a"))
 
 
 def test_nothing_to_add(release, tmp_path):

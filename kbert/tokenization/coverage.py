@@ -17,6 +17,7 @@ to the word seen first in the corpus, so the ranking depends only on the text's 
 
 import collections
 import dataclasses
+import itertools
 
 import numpy as np
 
@@ -76,10 +77,9 @@ def count_words(texts, tokenizer):
         `collections.Counter` of word -> occurrences, keys in order of first occurrence.
     """
     counts = collections.Counter()
-    texts = list(texts)
-    for begin in range(0, len(texts), _BATCH):
-        words = tokenizer.basic_tokenize(texts[begin:begin + _BATCH]).flat_values.numpy()
-        counts.update(words.tolist())
+    texts = iter(texts)
+    while batch := list(itertools.islice(texts, _BATCH)):  # memory flat in the corpus size
+        counts.update(tokenizer.basic_tokenize(batch).flat_values.numpy().tolist())
     return collections.Counter({word.decode("utf-8"): n for word, n in counts.items()})
 
 
