@@ -75,13 +75,10 @@ def test_append_and_fallback_add_every_candidate(release, corpus, tmp_path):
     assert fallback.after == appended.after
 
 
-def test_tsv_column(release, tmp_path):
+def test_tsv_column(tmp_path):
     tsv = tmp_path / "train.tsv"
     tsv.write_text("label\ttext_a\n" + "".join(f"1\t{t}\n" for t in CORPUS), encoding="utf-8")
     assert list(vocab_expansion.read_corpus(str(tsv), "text_a")) == CORPUS
-    result = vocab_expansion.expand_from_corpus(release, [str(tsv)], str(tmp_path / "out"),
-                                                corpus_column="text_a")
-    assert result.before == BEFORE
     with pytest.raises(ValueError, match=r"train.tsv:1: no column 'text' in the header"):
         list(vocab_expansion.read_corpus(str(tsv), "text"))
     tsv.write_text("label\ttext_a\n1\tok\n0\n", encoding="utf-8")
@@ -96,10 +93,13 @@ def test_nothing_to_add(release, tmp_path):
         vocab_expansion.expand_from_corpus(release, str(covered), str(tmp_path / "out"))
 
 
-def test_tool_prints_coverage(release, corpus, tmp_path):
+def test_tool_reads_a_tsv_column_and_prints_coverage(release, tmp_path):
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("label\ttext_a\n" + "".join(f"1\t{t}\n" for t in CORPUS), encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, TOOL, f"--input_dir={release}", f"--new_tokens_from_corpus={corpus}",
-         "--max_new_tokens=4", "--mode=append", f"--output_dir={tmp_path / 'out'}"],
+        [sys.executable, TOOL, f"--input_dir={release}", f"--new_tokens_from_corpus={tsv}",
+         "--corpus_column=text_a", "--max_new_tokens=4", "--mode=append",
+         f"--output_dir={tmp_path / 'out'}"],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "5 candidates, 4 added" in result.stdout
