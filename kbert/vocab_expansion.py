@@ -175,6 +175,9 @@ def expand_from_corpus(source, corpus_files, output_dir, max_new_tokens=None,
     chosen = [token for token, _ in candidates[:max_new_tokens]]
     if mode == REPLACE_UNUSED and not fallback_to_append:
         free = sum(1 for token in tokenizer.vocab if _UNUSED.match(token))
+        if not free:
+            raise ValueError(f"{checkpoint.vocab_file} has no free [unusedN] slot; use "
+                             "mode='append' or fallback_to_append=True")
         if len(chosen) > free:
             logging.info("%d candidates but %d free [unusedN] slots: adding the %d most "
                          "frequent (mode='append' or fallback_to_append adds them all)",

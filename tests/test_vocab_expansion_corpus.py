@@ -53,6 +53,9 @@ def test_more_candidates_than_slots_takes_the_most_frequent(release, corpus, tmp
     assert result.before == BEFORE
     # Every CJK character known now; xyz (2 occurrences) whole; ab still split, qq still [UNK].
     assert result.after == coverage.Coverage(8, 8, 7, 6, 5)
+    # All slots taken: a second round must append.
+    with pytest.raises(ValueError, match=r"has no free \[unusedN\] slot; use mode='append'"):
+        vocab_expansion.expand_from_corpus(out, corpus, str(tmp_path / "again"))
 
 
 def test_max_new_tokens(release, corpus, tmp_path):
