@@ -59,19 +59,26 @@ def word_continues(sentences, begins, lengths, segment):
     Returns:
         bool [tokens].
     """
-    begins = np.asarray(begins, np.int64)
-    continues = np.zeros(len(begins), bool)
-    offset = 0
-    for sentence, length in zip(sentences, np.asarray(lengths).tolist(), strict=True):
-        starts = begins[offset:offset + length]
-        is_cjk = np.array([char_table.is_cjk(sentence[b]) for b in starts.tolist()], bool)
-        pairs = is_cjk[1:] & is_cjk[:-1]
-        if pairs.any():  # no segmenting where no two CJK tokens meet
-            words = segment(sentence)
-            if "".join(words) != sentence:
-                raise ValueError(f"the word segmenter changed the text of {sentence!r}")
-            word_of = np.repeat(np.arange(len(words)), [len(w) for w in words])
-            continues[offset + 1:offset + length] = pairs & (
-                word_of[starts[1:]] == word_of[starts[:-1]])
-        offset += length
+    lengths = np.asarray(lengths, np.int64)
+    text = "".join(sentences)
+    code_points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    sentence_starts = np.cumsum([0] + [len(s) for s in sentences[:-1]], dtype=np.int64)
+    token_sentence = np.repeat(np.arange(len(sentences)), lengths)
+    position = sentence_starts[token_sentence] + np.asarray(begins, np.int64)  # in `text`
+    is_cjk = char_table.is_cjk(code_points[position])
+    # Pairs of neighbouring CJK tokens of one sentence: only those may join.
+    pairs = np.zeros(len(position), bool)
+    pairs[1:] = is_cjk[1:] & is_cjk[:-1] & (token_sentence[1:] == token_sentence[:-1])
+    word_of = np.full(len(text), -1, np.int64)  # a word number for every character
+    next_word = 0
+    for s in np.unique(token_sentence[pairs]).tolist():  # segment only where a pair is
+        words = segment(sentences[s])
+        if "".join(words) != sentences[s]:
+            raise ValueError(f"the word segmenter changed the text of {sentences[s]!r}")
+        start = sentence_starts[s]
+        word_of[start:start + len(sentences[s])] = next_word + np.repeat(
+            np.arange(len(words)), [len(w) for w in words])
+        next_word += len(words)
+    continues = pairs.copy()
+    continues[1:] &= word_of[position[1:]] == word_of[position[:-1]]
     return continues

@@ -106,7 +106,7 @@ def measure(counts, tokenizer):
         for word, length, first_id in zip(batch, lengths.tolist(), first.tolist(), strict=True):
             n = counts[word]
             is_unk = first_id == unk_id  # WordPiece gives [UNK] alone or no [UNK] at all
-            if len(word) == 1 and char_table.is_cjk(word):
+            if len(word) == 1 and char_table.is_cjk(ord(word)):
                 cjk_chars += n
                 cjk_known += 0 if is_unk else n
                 if is_unk:

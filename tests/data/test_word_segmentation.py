@@ -50,11 +50,12 @@ def hand_segment(sentence):
 
 def test_word_continues_follow_the_segmenter_for_cjk_only(vocab_file):
     tokenizer = pretraining_data.BatchTokenizer(vocab_file)
-    ids, lengths, begins = tokenizer.with_begins([SENTENCE, "好"])
-    assert lengths.tolist() == [14, 1]
-    continues = word_segmentation.word_continues([SENTENCE, "好"], begins, lengths,
-                                                 hand_segment)
-    np.testing.assert_array_equal(continues, np.array(HAND_CONTINUES + [0], bool))
+    # CJK tokens that meet across sentences never join; an empty sentence has no tokens.
+    sentences = [SENTENCE, "", "吗", "好"]
+    ids, lengths, begins = tokenizer.with_begins(sentences)
+    assert lengths.tolist() == [14, 0, 1, 1]
+    continues = word_segmentation.word_continues(sentences, begins, lengths, hand_segment)
+    np.testing.assert_array_equal(continues, np.array(HAND_CONTINUES + [0, 0], bool))
 
 
 def test_jieba_finds_the_hand_made_words():
