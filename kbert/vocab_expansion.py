@@ -188,8 +188,6 @@ def expand_from_corpus(source, corpus_files, output_dir, max_new_tokens=None,
                        config=config, seed=seed)
     after, _ = coverage_lib.measure(counts, FullTokenizer(
         os.path.join(output_dir, tf1.VOCAB_FILE), do_lower_case=do_lower_case))
-    logging.info("Coverage before: %s", before)
-    logging.info("Coverage after:  %s", after)
     return CorpusExpansion(expansion, candidates, before, after)
 
 
