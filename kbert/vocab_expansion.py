@@ -4,6 +4,10 @@ The vocab, the word-embedding rows and the masked-LM output bias always move tog
 Google's README describes for `[unused]` slots. Tokens that the tokenizer would otherwise split
 or alter (punctuation, capitals) are listed in `added_tokens.txt` beside `vocab.txt`, which
 `kbert.FullTokenizer` and `kbert.BertPreprocessor` read, so they are emitted whole.
+
+`expand_from_corpus` chooses the tokens itself: the words of a corpus the vocab misses (CJK
+characters that become [UNK], other words that become [UNK] or several pieces; see
+`kbert.tokenization.coverage`), most frequent first.
 """
 
 import dataclasses
@@ -18,6 +22,7 @@ from kbert import io
 from kbert.checkpoints import tf1
 from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
+from kbert.tokenization import coverage as coverage_lib
 from kbert.tokenization.tokenizer import FullTokenizer
 from kbert.tokenization.vocab import ADDED_TOKENS_FILE
 
@@ -88,6 +93,102 @@ def plan_expansion(vocab, new_tokens, mode=REPLACE_UNUSED, fallback_to_append=Fa
             new_vocab.append(token)
         added[token] = slot
     return Expansion(new_vocab, added, skipped, [])
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusExpansion:
+    """What `expand_from_corpus` did.
+
+    Attributes:
+        expansion: `Expansion`. The vocab change itself.
+        candidates: list of (token, occurrences). Every missed word, most frequent first.
+        before: `kbert.tokenization.coverage.Coverage` of the corpus under the old vocab.
+        after: `Coverage` under the new vocab (tokenized again, not inferred).
+    """
+
+    expansion: Expansion
+    candidates: list
+    before: coverage_lib.Coverage
+    after: coverage_lib.Coverage
+
+
+def read_corpus(path, column=None):
+    """Yields the texts of one corpus file, line by line.
+
+    Args:
+        path: str. UTF-8 text. Without `column`, every non-empty line is one text. With
+            `column`, a tab-separated file with a header row; the texts are that column.
+        column: str or None. Header name of the text column. Defaults to None.
+
+    Yields:
+        str.
+    """
+    with open(path, encoding="utf-8") as f:
+        if column is None:
+            yield from (line.rstrip("\r\n") for line in f if line.strip())
+            return
+        header = f.readline().rstrip("\r\n").split("\t")
+        if column not in header:
+            raise ValueError(f"{path}:1: no column {column!r} in the header {header}")
+        index = header.index(column)
+        for number, line in enumerate(f, start=2):
+            fields = line.rstrip("\r\n").split("\t")
+            if len(fields) != len(header):
+                raise ValueError(f"{path}:{number}: {len(fields)} tab-separated fields, "
+                                 f"expected {len(header)} as in the header")
+            yield fields[index]
+
+
+def expand_from_corpus(source, corpus_files, output_dir, max_new_tokens=None,
+                       corpus_column=None, mode=REPLACE_UNUSED, init=INIT_MEAN,
+                       fallback_to_append=False, do_lower_case=True, config=None, seed=0):
+    """Adds the words of a corpus the vocab misses, most frequent first, as `expand` does.
+
+    With `REPLACE_UNUSED` and no `fallback_to_append`, at most as many tokens as there are
+    free `[unusedN]` slots are added (the most frequent; the log says how many were left out).
+
+    Args:
+        source: str. Release directory or checkpoint prefix with `vocab.txt` beside it.
+        corpus_files: str or list of str. Corpus files, read by `read_corpus`.
+        output_dir: str. The new release directory (see `expand`).
+        max_new_tokens: int or None. Most tokens to add. Defaults to every candidate.
+        corpus_column: str or None. Text column of tab-separated corpus files (see
+            `read_corpus`). Defaults to None (plain text, one text per line).
+        mode, init, fallback_to_append, do_lower_case, config, seed: as `expand`.
+
+    Returns:
+        `CorpusExpansion`.
+    """
+    files = [corpus_files] if isinstance(corpus_files, str) else list(corpus_files)
+    if max_new_tokens is not None and max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
+    checkpoint = tf1.GoogleCheckpoint.open(source, config)
+    if checkpoint.vocab_file is None:
+        raise FileNotFoundError(f"{os.path.dirname(checkpoint.prefix)}/vocab.txt: not found")
+    tokenizer = FullTokenizer(checkpoint.vocab_file, do_lower_case=do_lower_case)
+    counts = coverage_lib.count_words(
+        (text for path in files for text in read_corpus(path, corpus_column)), tokenizer)
+    before, candidates = coverage_lib.measure(counts, tokenizer)
+    if not candidates:
+        raise ValueError(f"{', '.join(files)}: the vocab of {checkpoint.vocab_file} already "
+                         "keeps every word whole; nothing to add")
+    chosen = [token for token, _ in candidates[:max_new_tokens]]
+    if mode == REPLACE_UNUSED and not fallback_to_append:
+        free = sum(1 for token in tokenizer.vocab if _UNUSED.match(token))
+        if not free:
+            raise ValueError(f"{checkpoint.vocab_file} has no free [unusedN] slot; use "
+                             "mode='append' or fallback_to_append=True")
+        if len(chosen) > free:
+            logging.info("%d candidates but %d free [unusedN] slots: adding the %d most "
+                         "frequent (mode='append' or fallback_to_append adds them all)",
+                         len(chosen), free, free)
+            chosen = chosen[:free]
+    expansion = expand(source, chosen, output_dir, mode=mode, init=init,
+                       fallback_to_append=fallback_to_append, do_lower_case=do_lower_case,
+                       config=config, seed=seed)
+    after, _ = coverage_lib.measure(counts, FullTokenizer(
+        os.path.join(output_dir, tf1.VOCAB_FILE), do_lower_case=do_lower_case))
+    return CorpusExpansion(expansion, candidates, before, after)
 
 
 def expanded_rows(table, expansion, piece_ids, init=INIT_MEAN, stddev=0.02, rng=None):

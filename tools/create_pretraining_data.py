@@ -7,6 +7,12 @@ empty documents skipped). Each instance is [CLS] A [SEP] B [SEP], B the actual c
 (50%%) a random span of another document; masked_lm_prob of its tokens are predicted,
 80%%/10%%/10%% [MASK]/random/unchanged.
 
+Whole-word masking (--do_whole_word_mask) masks a word's pieces together: a word is a piece and
+the ## pieces after it, so each CJK character is a word of its own. For Chinese, add
+--chinese_word_segmenter=jieba (pip install kbert[zh]): the characters of one jieba word are
+masked together, as in Chinese BERT-wwm; the ids stay one per character and the schema is
+Google's.
+
 Output (--output_file): comma-separated files, NAME@N, or NAME with --num_shards=N
 (NAME-0000i-of-0000N), plus NAME_meta.json. Each shard is written under a temporary name and
 renamed when complete; a re-run with the same flags skips complete shards.
@@ -29,6 +35,9 @@ _OUTPUT = flags.DEFINE_string("output_file", None, "Output: comma-separated file
 _VOCAB = flags.DEFINE_string("vocab_file", None, "The model's vocab.txt.", required=True)
 _LOWER = flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased).")
 _WWM = flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words, not word pieces.")
+_SEGMENTER = flags.DEFINE_enum("chinese_word_segmenter", None, ["jieba"],
+                               "With --do_whole_word_mask: mask the CJK characters of one word "
+                               "of this segmenter together (needs pip install kbert[zh]).")
 _SEQ = flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
 _PREDICTIONS = flags.DEFINE_integer("max_predictions_per_seq", 20,
                                     "Maximum masked LM predictions per sequence.")
@@ -56,7 +65,7 @@ def main(argv):
     config = kbert.data.PretrainingDataConfig(
         max_seq_length=_SEQ.value, max_predictions_per_seq=_PREDICTIONS.value,
         masked_lm_prob=_MLM_PROB.value, short_seq_prob=_SHORT.value, dupe_factor=_DUPE.value,
-        do_whole_word_mask=_WWM.value)
+        do_whole_word_mask=_WWM.value, chinese_word_segmenter=_SEGMENTER.value)
     counts = kbert.data.create_pretraining_data(
         _INPUT.value, _OUTPUT.value, _VOCAB.value, config=config, do_lower_case=_LOWER.value,
         random_seed=_SEED.value, num_shards=_SHARDS.value, input_format=_FORMAT.value,

@@ -19,6 +19,8 @@ Google's semantics kept:
   positions, never [CLS]/[SEP], chosen uniformly; 80% [MASK] / 10% a uniform vocab id / 10%
   unchanged; with whole-word masking, words (a piece plus its `##` pieces) in random order,
   skipping words that would overflow the budget, each piece drawing its own replacement;
+  a word segmenter may join more tokens into one word (`TokenizedDocuments.word_continues`,
+  from `kbert.data.word_segmentation` for Chinese), as the Chinese BERT-wwm work did;
 - `dupe_factor` passes over the documents with different draws; instances shuffled.
 
 Differences, all deliberate: the caller hands over one chunk of documents at a time
@@ -52,6 +54,10 @@ class PretrainingDataConfig:
         short_seq_prob: float. Probability of a shorter target length. Defaults to 0.1.
         dupe_factor: int. Passes over the documents, each with new masks. Defaults to 10.
         do_whole_word_mask: bool. Mask all pieces of a word together. Defaults to False.
+        chinese_word_segmenter: str or None. With `do_whole_word_mask`, the segmenter
+            (`kbert.data.word_segmentation.SEGMENTERS`, e.g. "jieba") whose words group CJK
+            characters for masking; None: each CJK character is a word, as Google's.
+            Defaults to None.
         mask_token_rate: float. Predicted positions replaced by [MASK]. Defaults to 0.8.
         random_token_rate: float. Predicted positions replaced by a uniform vocab id (the rest
             keep their token). Defaults to 0.1.
@@ -63,6 +69,7 @@ class PretrainingDataConfig:
     short_seq_prob: float = 0.1
     dupe_factor: int = 10
     do_whole_word_mask: bool = False
+    chinese_word_segmenter: str | None = None
     mask_token_rate: float = 0.8
     random_token_rate: float = 0.1
 
@@ -79,6 +86,9 @@ class PretrainingDataConfig:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if self.mask_token_rate + self.random_token_rate > 1:
             raise ValueError("mask_token_rate + random_token_rate must be at most 1")
+        if self.chinese_word_segmenter is not None and not self.do_whole_word_mask:
+            raise ValueError("chinese_word_segmenter only groups tokens for whole-word "
+                             "masking; set do_whole_word_mask too")
 
 
 class TokenizedDocuments(typing.NamedTuple):
@@ -86,12 +96,14 @@ class TokenizedDocuments(typing.NamedTuple):
 
     Sentence `s` is `ids[sentence_splits[s]:sentence_splits[s + 1]]`; document `d` holds
     sentences `document_splits[d]` to `document_splits[d + 1] - 1`. Empty sentences and
-    documents are not allowed (Google drops them).
+    documents are not allowed (Google drops them). `word_continues`, if set, marks tokens that
+    whole-word masking joins to the previous token's word besides `##` pieces.
     """
 
     ids: np.ndarray  # int32 [tokens]
     sentence_splits: np.ndarray  # int64 [sentences + 1]
     document_splits: np.ndarray  # int64 [documents + 1]
+    word_continues: np.ndarray | None = None  # bool [tokens]
 
     @classmethod
     def from_lists(cls, documents):
@@ -144,7 +156,8 @@ def create_instances(documents, config, vocab, rng, batch_size=4096):
         [batch, max_predictions_per_seq]; next_sentence_labels int32 [batch, 1].
     """
     spans = shuffled_spans(documents, config, rng)
-    yield from instance_batches(documents.ids, spans, config, vocab, rng, batch_size)
+    yield from instance_batches(documents.ids, spans, config, vocab, rng, batch_size,
+                                documents.word_continues)
 
 
 def shuffled_spans(documents, config, rng):
@@ -160,10 +173,14 @@ def shuffled_spans(documents, config, rng):
     return [s[order] for s in spans]
 
 
-def instance_batches(ids, spans, config, vocab, rng, batch_size=4096):
-    """The second half of `create_instances`: truncation, packing and masking, by batches."""
+def instance_batches(ids, spans, config, vocab, rng, batch_size=4096, word_continues=None):
+    """The second half of `create_instances`: truncation, packing and masking, by batches.
+
+    `word_continues` (bool [tokens] or None) is `TokenizedDocuments.word_continues`.
+    """
     for begin in range(0, len(spans[0]), batch_size):
-        yield _make_batch(ids, [s[begin:begin + batch_size] for s in spans], config, vocab, rng)
+        yield _make_batch(ids, [s[begin:begin + batch_size] for s in spans], config, vocab, rng,
+                          word_continues)
 
 
 def _uniforms(rng, block=8192):
@@ -233,7 +250,7 @@ def _truncated_lengths(len_a, len_b, max_num_tokens):
     return len_a, len_b
 
 
-def _make_batch(ids, spans, config, vocab, rng):
+def _make_batch(ids, spans, config, vocab, rng, word_continues=None):
     a_start, a_end, b_start, b_end, is_random = spans
     length = config.max_seq_length
     len_a, len_b = _truncated_lengths(a_end - a_start, b_end - b_start, length - 3)
@@ -256,8 +273,10 @@ def _make_batch(ids, spans, config, vocab, rng):
     tokens[:, 0] = vocab.cls_id
     tokens[rows, la[:, 0] + 1] = vocab.sep_id
     tokens[rows, total[:, 0] - 1] = vocab.sep_id
+    continues = None if word_continues is None else (
+        word_continues.take(np.where(candidates, source, 0)) & candidates)
     positions, labels, weights, masked = mask_tokens(
-        tokens, candidates, total[:, 0], config, vocab, rng)
+        tokens, candidates, total[:, 0], config, vocab, rng, continues)
     return {
         "input_ids": masked,
         "input_mask": (pos < total).view(np.int8),
@@ -269,7 +288,7 @@ def _make_batch(ids, spans, config, vocab, rng):
     }
 
 
-def mask_tokens(tokens, candidates, lengths, config, vocab, rng):
+def mask_tokens(tokens, candidates, lengths, config, vocab, rng, word_continues=None):
     """Google's `create_masked_lm_predictions` for a batch.
 
     Args:
@@ -279,6 +298,8 @@ def mask_tokens(tokens, candidates, lengths, config, vocab, rng):
         config: `PretrainingDataConfig`.
         vocab: `Vocab`.
         rng: `np.random.Generator`.
+        word_continues: bool [batch, seq] or None. With whole-word masking, positions that
+            join the previous position's word besides `##` pieces. Defaults to None.
 
     Returns:
         masked_lm_positions int32 [batch, predictions] (ascending, then 0 padding),
@@ -290,7 +311,7 @@ def mask_tokens(tokens, candidates, lengths, config, vocab, rng):
     budget = np.minimum(predictions, np.maximum(
         1, np.rint(np.asarray(lengths) * config.masked_lm_prob).astype(np.int64)))
     if config.do_whole_word_mask:
-        selected = _select_whole_words(tokens, candidates, budget, vocab, rng)
+        selected = _select_whole_words(tokens, candidates, budget, vocab, rng, word_continues)
         rows, cols = np.nonzero(selected)  # row-major: ascending positions per row
         counts = selected.sum(axis=1)
         rank = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -326,11 +347,13 @@ def mask_tokens(tokens, candidates, lengths, config, vocab, rng):
     return positions, labels, valid.astype(np.float32), masked
 
 
-def _select_whole_words(tokens, candidates, budget, vocab, rng):
+def _select_whole_words(tokens, candidates, budget, vocab, rng, word_continues=None):
     """Whole words in random order, each taken if it still fits the budget (as Google)."""
     batch, seq = tokens.shape
     # A "##" piece joins the previous candidate's word, even across a [SEP] (as Google).
     continuation = vocab.is_continuation[tokens] & candidates
+    if word_continues is not None:
+        continuation |= word_continues & candidates
     seen = np.cumsum(candidates, axis=1)
     starts = candidates & (~continuation | (seen == 1))
     word = np.cumsum(starts, axis=1) - 1  # word index of each candidate position

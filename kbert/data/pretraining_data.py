@@ -7,6 +7,8 @@ chunks of `chunk_bytes` of text; each chunk is tokenized in one call (kbert's in
 `FullTokenizer`), paired and masked by `kbert.data.pretraining` with its own random
 generator, seeded by (seed, shard, chunk), and written by the vectorized encoder of
 `kbert.data.records`. Reading, tokenizing and pairing run one chunk ahead in a thread.
+With `PretrainingDataConfig.chinese_word_segmenter`, each chunk's sentences are also cut into
+words (`kbert.data.word_segmentation`) to group CJK characters for whole-word masking.
 """
 
 import dataclasses
@@ -29,6 +31,7 @@ from kbert.data import corpus
 from kbert.data import features as features_lib
 from kbert.data import pretraining
 from kbert.data import records
+from kbert.data import word_segmentation
 
 
 def load_vocab(vocab_file):
@@ -52,9 +55,10 @@ class BatchTokenizer:
     """
 
     def __init__(self, vocab_file, do_lower_case=True, exact=True):
+        self._full = None
         if exact:
-            self._tokenize = tokenization.FullTokenizer(
-                vocab_file, do_lower_case=do_lower_case).tokenize_ids
+            self._full = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+            self._tokenize = self._full.tokenize_ids
         else:
             import tensorflow_text as tf_text
 
@@ -70,16 +74,37 @@ class BatchTokenizer:
         ragged = self._tokenize(tf.constant(sentences))
         return ragged.flat_values.numpy().astype(np.int32), ragged.row_lengths().numpy()
 
+    def with_begins(self, sentences):
+        """Returns (ids int32 [tokens], lengths int64 [sentences], begins int64 [tokens]: each
+        token's first character in its sentence). Needs `exact=True`."""
+        if self._full is None:
+            raise ValueError("token offsets need exact tokenization (exact=True)")
+        if not sentences:
+            return np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        pieces = self._full.tokenize_ids_with_offsets(tf.constant(sentences))
+        ids = pieces["token_ids"]
+        return (ids.flat_values.numpy().astype(np.int32), ids.row_lengths().numpy(),
+                pieces["begins"].flat_values.numpy())
+
 
 @functools.lru_cache(maxsize=2)
 def _cached_tokenizer(vocab_file, do_lower_case, exact):
     return BatchTokenizer(vocab_file, do_lower_case, exact)  # building it takes 1 to 3 s
 
 
-def tokenize_documents(documents, tokenizer):
-    """Lists of sentence strings -> `TokenizedDocuments` (empty sentences, documents dropped)."""
+def tokenize_documents(documents, tokenizer, segment=None):
+    """Lists of sentence strings -> `TokenizedDocuments` (empty sentences, documents dropped).
+
+    With `segment` (a `kbert.data.word_segmentation.load_segmenter` function), `word_continues`
+    groups the CJK characters of each segmented word.
+    """
     sentences = [s for d in documents for s in d]
-    ids, lengths = tokenizer(sentences)
+    continues = None
+    if segment is None:
+        ids, lengths = tokenizer(sentences)
+    else:
+        ids, lengths, begins = tokenizer.with_begins(sentences)
+        continues = word_segmentation.word_continues(sentences, begins, lengths, segment)
     per_document = np.array([len(d) for d in documents], np.int64)
     keep = lengths > 0
     # Sentences kept per document, then documents that keep any.
@@ -88,7 +113,8 @@ def tokenize_documents(documents, tokenizer):
     kept_per_document = kept_per_document[kept_per_document > 0]
     sentence_splits = np.concatenate([[0], np.cumsum(lengths[keep])]).astype(np.int64)
     document_splits = np.concatenate([[0], np.cumsum(kept_per_document)]).astype(np.int64)
-    return pretraining.TokenizedDocuments(ids.astype(np.int32), sentence_splits, document_splits)
+    return pretraining.TokenizedDocuments(ids.astype(np.int32), sentence_splits, document_splits,
+                                          continues)
 
 
 def create_pretraining_data(input_file, output_file, vocab_file, *, config=None,
@@ -182,6 +208,11 @@ def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_ca
     is not None is complete.
     """
     config = config or pretraining.PretrainingDataConfig()
+    if config.chinese_word_segmenter is not None:
+        word_segmentation.load_segmenter(config.chinese_word_segmenter)  # fails early
+        if not exact_tokenization:
+            raise ValueError("chinese_word_segmenter needs exact_tokenization=True (it maps "
+                             "words to tokens by FullTokenizer's character offsets)")
     if input_format not in corpus.INPUT_FORMATS:
         raise ValueError(f"input_format must be one of {corpus.INPUT_FORMATS}, got "
                          f"{input_format!r}")
@@ -215,6 +246,8 @@ def write_shard(job, progress=None):
     tokenizer = _cached_tokenizer(job.vocab_file, job.do_lower_case, job.exact_tokenization)
     vocab = pretraining.Vocab.from_tokens(job.vocab)
     config, byte_range = job.config, job.byte_range
+    segment = (word_segmentation.load_segmenter(config.chinese_word_segmenter)
+               if config.chinese_word_segmenter else None)
     count = 0
     if progress:
         progress.begin(byte_range)
@@ -225,13 +258,14 @@ def write_shard(job, progress=None):
 
         def plan(chunk_index, documents):  # create_instances, up to the batches
             rng = np.random.default_rng([job.random_seed, byte_range.index, chunk_index])
-            tokenized = tokenize_documents(documents, tokenizer)
-            return tokenized.ids, pretraining.shuffled_spans(tokenized, config, rng), rng
+            tokenized = tokenize_documents(documents, tokenizer, segment)
+            return tokenized, pretraining.shuffled_spans(tokenized, config, rng), rng
 
         # Reading, tokenizing (a TF op, free of the GIL) and pairing sentences run a chunk
         # ahead in a thread, while this one masks (numpy), encodes and writes.
-        for ids, spans, rng in _in_background(itertools.starmap(plan, enumerate(chunks))):
-            for batch in pretraining.instance_batches(ids, spans, config, vocab, rng):
+        for tokenized, spans, rng in _in_background(itertools.starmap(plan, enumerate(chunks))):
+            for batch in pretraining.instance_batches(tokenized.ids, spans, config, vocab, rng,
+                                                      word_continues=tokenized.word_continues):
                 for record in records.encode_examples(batch, features_lib.PRETRAINING_FEATURES):
                     writer.write(record)
                 count += len(batch["input_ids"])

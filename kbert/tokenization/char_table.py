@@ -49,6 +49,20 @@ _CJK_RANGES = (
 _ASCII_PUNCTUATION = ((33, 47), (58, 64), (91, 96), (123, 126))
 
 
+def is_cjk(code_points):
+    """Whether each code point is a CJK ideograph, as `_is_chinese_char`.
+
+    Args:
+        code_points: int or int array.
+
+    Returns:
+        bool, or a bool array of the same shape.
+    """
+    code_points = np.asarray(code_points)
+    return functools.reduce(np.logical_or, [(code_points >= first) & (code_points <= last)
+                                            for first, last in _CJK_RANGES])
+
+
 @functools.lru_cache(maxsize=2)
 def build_char_table(do_lower_case):
     """The table for one casing mode, from this Python's `unicodedata` (about 1 s; cached).

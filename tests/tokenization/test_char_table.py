@@ -63,3 +63,10 @@ def test_case_roles_follow_python_lower():
         assert roles[ord(char)] == role, char
     assert np.isin(roles, [0, 1, 2]).all()
     assert unicodedata.unidata_version  # the table follows this Python's Unicode version
+
+
+def test_is_cjk_is_googles_is_chinese_char():
+    code_points = np.arange(char_table.NUM_CODE_POINTS)
+    google = np.array([_BASIC._is_chinese_char(int(cp)) for cp in code_points])
+    np.testing.assert_array_equal(char_table.is_cjk(code_points), google)
+    assert char_table.is_cjk(ord("好")) and not char_table.is_cjk(ord("，"))

