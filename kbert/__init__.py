@@ -1,6 +1,8 @@
 """kbert: BERT in Keras 3 on TensorFlow, exact to Google's original checkpoints."""
 
 from kbert.checkpoints import GoogleCheckpoint
+from kbert.checkpoints import list_presets
+from kbert.checkpoints import resolve_release
 from kbert.checkpoints import save_google_checkpoint
 from kbert.checkpoints.huggingface import convert_google_to_huggingface
 from kbert.checkpoints.huggingface import convert_huggingface_to_google
@@ -24,5 +26,6 @@ __all__ = [
     "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier", "BertTransformerLayer",
     "FullTokenizer",
     "GoogleCheckpoint", "convert_google_to_huggingface", "convert_huggingface_to_google",
-    "create_optimizer", "export_saved_model", "save_google_checkpoint",
+    "create_optimizer", "export_saved_model", "list_presets", "resolve_release",
+    "save_google_checkpoint",
 ]
