@@ -5,6 +5,7 @@ import keras
 from kbert import checkpoints
 from kbert.models.encoder import BertEncoder
 
+
 @keras.saving.register_keras_serializable(package="kbert")
 class BertClassifier(keras.Model):
     """Sequence classification (or regression) on BERT's pooled output.
