@@ -87,13 +87,13 @@ class _ArrayReader:
     """The two methods of `tf.train.load_checkpoint`'s reader that kbert uses, over a dict."""
 
     def __init__(self, tensors):
-        self._tensors = tensors
+        self.tensors = tensors
 
     def get_variable_to_shape_map(self):
-        return {name: list(value.shape) for name, value in self._tensors.items()}
+        return {name: list(value.shape) for name, value in self.tensors.items()}
 
     def get_tensor(self, name):
-        return self._tensors[name]
+        return self.tensors[name]
 
 
 def load_google_weights(model, checkpoint, new_head=False):
@@ -134,7 +134,7 @@ def load_google_weights(model, checkpoint, new_head=False):
             plan.append((google, variable, transform))
     unexpected = []
     for name in sorted(set(available) - used):
-        if name.startswith("bert/") and not _is_training_state(name):
+        if name.startswith("bert/") and not is_training_state(name):
             unexpected.append(f"{name} {list(available[name])}")
         else:
             logging.debug("%s: skipping %s (not a weight of this model)", checkpoint.prefix, name)
@@ -150,7 +150,7 @@ def load_google_weights(model, checkpoint, new_head=False):
                 lines.extend(f"    {item}" for item in items)
         raise ValueError("\n".join(lines))
     for google, variable, transform in plan:
-        value = _to_keras(transform, checkpoint.tensor(google), tuple(variable.shape))
+        value = to_keras(transform, checkpoint.tensor(google), tuple(variable.shape))
         variable.assign(value.astype(variable.dtype))
     if keep_head and heads:
         logging.info("%s: no %s head in the checkpoint; the head starts from its initialiser",
@@ -173,7 +173,7 @@ def google_tensors(model):
     for google, keras_path, transform in _expand(model):
         if keras_path in variables:
             value = np.asarray(variables.pop(keras_path).numpy(), dtype=np.float32)
-            tensors[google] = _to_google(transform, value)
+            tensors[google] = to_google(transform, value)
     if variables:
         raise ValueError(f"Cannot save {model.name}: variables not in the name table: "
                          f"{sorted(variables)}")
@@ -280,7 +280,8 @@ def _resolve_prefix(path):
     return path
 
 
-def _is_training_state(name):
+def is_training_state(name):
+    """Optimizer slots, `global_step` and loss-scale state: not weights of any model."""
     return (name in tf1_names.TRAINING_STATE_NAMES
             or name.endswith(tf1_names.OPTIMIZER_SLOT_SUFFIXES))
 
@@ -314,13 +315,15 @@ def _google_shape(transform, shape):
     return shape
 
 
-def _to_keras(transform, value, shape):
+def to_keras(transform, value, shape):
+    """A Google tensor as the Keras variable of `shape` that a table row maps it to."""
     if transform == tf1_names.TRANSPOSE:
         return value.T
     return value.reshape(shape)  # row-major: heads are the major part of Google's hidden axis
 
 
-def _to_google(transform, value):
+def to_google(transform, value):
+    """A Keras variable's value as the Google tensor that a table row maps it to."""
     if transform == tf1_names.TRANSPOSE:
         return np.ascontiguousarray(value.T)
     return value.reshape(_google_shape(transform, value.shape))
