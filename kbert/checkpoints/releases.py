@@ -34,7 +34,8 @@ class Release:
         name: str. The zip's base name, e.g. "uncased_L-12_H-768_A-12".
         path: str. The URL path under the base URL, e.g. "2018_10_18/uncased_L-12_H-768_A-12.zip".
         description: str. Google's title for it.
-        cased: bool. Keeps case and accents (pass `do_lower_case=False` to the tokenizer).
+        cased: bool. Keeps case and accents (pass `do_lower_case=False` to the tokenizer);
+            as Google's tokenization.py `validate_case_matches_checkpoint` lists them.
         size: str. As Google's README gives it: parameters, else layers/hidden/heads.
     """
 
@@ -86,7 +87,7 @@ RELEASES = {release.name: release for release in (
             "BERT-Base, Multilingual Uncased (102 languages, not recommended)", False,
             "110M parameters"),
     Release("chinese_L-12_H-768_A-12", "2018_11_03/chinese_L-12_H-768_A-12.zip",
-            "BERT-Base, Chinese (Simplified and Traditional)", True, "110M parameters"),
+            "BERT-Base, Chinese (Simplified and Traditional)", False, "110M parameters"),
     *_small_berts(),
 )}
 
