@@ -29,7 +29,7 @@ FORMATS = ("google", "huggingface", "keras_hub")
 KERAS_MODEL_FILE = "model.keras"
 
 
-def read_checkpoint(path):
+def read_checkpoint(path, exact_gelu=False):
     """Reads any supported model as a `GoogleCheckpoint` (Google names, head included).
 
     Args:
@@ -38,6 +38,8 @@ def read_checkpoint(path):
             `model.safetensors`); a keras-hub preset directory (`metadata.json`); a Google
             release directory, training directory or checkpoint prefix; or the name of one
             of Google's releases (`kbert.list_presets()`).
+        exact_gelu: bool. Keep a Hugging Face model's erf GELU as "gelu_exact" (kbert only)
+            rather than Google's tanh "gelu". Defaults to False.
 
     Returns:
         `GoogleCheckpoint`, with the vocabulary found beside the model (if any).
@@ -53,7 +55,7 @@ def read_checkpoint(path):
     if os.path.isdir(path) and os.path.exists(os.path.join(path, "metadata.json")):
         return keras_hub_preset.read_keras_hub_preset(path)
     if os.path.isdir(path) and os.path.exists(os.path.join(path, huggingface.HF_WEIGHTS)):
-        return huggingface.read_huggingface(path)
+        return huggingface.read_huggingface(path, exact_gelu)
     return tf1.GoogleCheckpoint.open(path)
 
 
@@ -112,6 +114,7 @@ def save_model(model, output_dir, format="google", vocab_file=None, label_names=
 
 def write_checkpoint(checkpoint, output_dir, format, label_names=None):
     """Writes a `GoogleCheckpoint` in `format` (see `save_model`)."""
+    _check_format(format)
     if format == "google":
         prefix = os.path.join(output_dir, tf1.RELEASE_PREFIX)
         tensors = {name: checkpoint.tensor(name) for name in checkpoint.shapes()
@@ -119,18 +122,29 @@ def write_checkpoint(checkpoint, output_dir, format, label_names=None):
         tf1.write_google_release(prefix, tensors, checkpoint.config, checkpoint.vocab_file)
     elif format == "huggingface":
         huggingface.write_huggingface(checkpoint, output_dir, label_names)
-    elif format == "keras_hub":
-        keras_hub_preset.write_keras_hub_preset(checkpoint, output_dir)
     else:
-        raise ValueError(f"format {format!r}: expected one of {', '.join(FORMATS)}")
+        keras_hub_preset.write_keras_hub_preset(checkpoint, output_dir)
 
 
-def convert(path, output_dir, format, label_names=None):
+def convert(path, output_dir, format="google", label_names=None, exact_gelu=False):
     """Converts the model at `path` (anything `read_checkpoint` reads) to `format`.
+
+    Args:
+        path: str. See `read_checkpoint`.
+        output_dir: str. The directory to write.
+        format: str. One of "google", "huggingface", "keras_hub". Defaults to "google".
+        label_names: list of str. Hugging Face `id2label` of a classifier head.
+        exact_gelu: bool. See `read_checkpoint`. Defaults to False.
 
     Example:
     ```python
     kbert.convert("mrpc_output", "mrpc_hf", format="huggingface")
     ```
     """
-    write_checkpoint(read_checkpoint(path), output_dir, format, label_names)
+    _check_format(format)
+    write_checkpoint(read_checkpoint(path, exact_gelu), output_dir, format, label_names)
+
+
+def _check_format(format):
+    if format not in FORMATS:
+        raise ValueError(f"format {format!r}: expected one of {', '.join(FORMATS)}")
