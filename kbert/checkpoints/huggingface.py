@@ -141,8 +141,8 @@ def read_huggingface(hf_dir, exact_gelu=False):
     (those heads never read it).
 
     Args:
-        hf_dir: str. Holds `model.safetensors`, `config.json` and `vocab.txt`; weight names
-            with or without the "bert." prefix.
+        hf_dir: str. Holds `model.safetensors`, `config.json` and (optionally) `vocab.txt`;
+            weight names with or without the "bert." prefix.
         exact_gelu: bool. Keep HF's erf GELU as "gelu_exact". Defaults to False.
 
     Returns:
@@ -151,7 +151,7 @@ def read_huggingface(hf_dir, exact_gelu=False):
     config_path = os.path.join(hf_dir, HF_CONFIG)
     weights_path = os.path.join(hf_dir, HF_WEIGHTS)
     vocab_path = os.path.join(hf_dir, tf1.VOCAB_FILE)
-    for path in (config_path, weights_path, vocab_path):
+    for path in (config_path, weights_path):
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: not found (expected a Hugging Face BERT directory)")
     with open(config_path, encoding="utf-8") as f:
@@ -182,7 +182,8 @@ def read_huggingface(hf_dir, exact_gelu=False):
     if unknown:
         raise ValueError(f"{weights_path}: tensors with no Google equivalent in "
                          f"{architecture}: {unknown}")
-    return tf1.GoogleCheckpoint.from_tensors(tensors, config, weights_path, vocab_path)
+    return tf1.GoogleCheckpoint.from_tensors(tensors, config, weights_path,
+                                             vocab_path if os.path.exists(vocab_path) else None)
 
 
 def write_huggingface(checkpoint, output_dir, label_names=None):

@@ -130,3 +130,26 @@ def test_keras_hub_loads_backbone_and_classifier(tmp_path):
     # Its preprocessor is the one written with the vocabulary (uncased: lower-cased input).
     packed = classifier.preprocessor(["the said"])
     assert list(np.asarray(packed["token_ids"])[0, :4]) == [2, 5, 14, 3]
+
+
+def test_reads_a_preset_that_keras_hub_saved(tmp_path):
+    """keras-hub's own preset (no bert_config.json) into kbert, then out as Google's format."""
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=31, num_layers=2, num_heads=3, hidden_dim=12, intermediate_dim=20,
+        max_sequence_length=16)
+    rng = np.random.default_rng(4)
+    for variable in backbone.weights:
+        variable.assign(rng.normal(scale=0.2, size=variable.shape).astype("float32"))
+    backbone.save_to_preset(str(tmp_path / "preset"))
+    keras_hub.models.BertTokenizer(vocabulary=heads.write_vocab(tmp_path),
+                                   lowercase=True).save_to_preset(str(tmp_path / "preset"))
+    encoder = kbert.load_model(str(tmp_path / "preset"))
+    assert isinstance(encoder, kbert.BertEncoder) and encoder.bert_config.num_hidden_layers == 2
+    x = heads.inputs()
+    mask = x["padding_mask"].astype(bool)
+    np.testing.assert_allclose(np.asarray(encoder(x)["sequence_output"])[mask],
+                               np.asarray(backbone(x)["sequence_output"])[mask], atol=1e-5)
+    kbert.convert(str(tmp_path / "preset"), str(tmp_path / "google"))
+    assert sorted(os.listdir(tmp_path / "google")) == [
+        "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
+        "checkpoint", "vocab.txt"]
