@@ -76,6 +76,10 @@ _TASK_HEADS = {
         ("crf.end_transitions", "cls/ner/crf/end_transitions", False),
     ),
 }
+# transformers classes whose tensors are a subset of BertForPreTraining's (bert-base-uncased
+# is saved as BertForMaskedLM with both heads): read with its table, absent heads allowed.
+for _name in ("BertForMaskedLM", "BertLMHeadModel", "BertForNextSentencePrediction"):
+    _TASK_HEADS[_name] = _HEADS
 # kbert's model (registered name, as `tf1.find_head` gives it) -> transformers class.
 _ARCHITECTURES = {
     None: "BertModel",
