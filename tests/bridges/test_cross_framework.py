@@ -61,7 +61,7 @@ def run_transformers(model_class, directory, x):
 
 
 @pytest.mark.parametrize("kind", ["classifier", "regression", "span_labeler", "tagger_crf",
-                                  "pretrainer"])
+                                  "pretrainer", "encoder"])
 def test_transformers_loads_each_head(kind, tmp_path):
     model = heads.make_model(kind)
     kbert.save_model(model, str(tmp_path), format="huggingface")
@@ -85,6 +85,11 @@ def test_transformers_loads_each_head(kind, tmp_path):
         out, config = run_transformers(transformers.BertForTokenClassification, tmp_path, x)
         np.testing.assert_allclose(out.logits.numpy()[mask], ours["output"][mask], atol=1e-4)
         assert config.id2label == {i: f"LABEL_{i}" for i in range(5)}
+    elif kind == "encoder":
+        out, _ = run_transformers(transformers.BertModel, tmp_path, x)
+        np.testing.assert_allclose(out.last_hidden_state.numpy()[mask],
+                                   ours["sequence_output"][mask], atol=1e-4)
+        np.testing.assert_allclose(out.pooler_output.numpy(), ours["pooled_output"], atol=1e-4)
     else:
         out, _ = run_transformers(transformers.BertForPreTraining, tmp_path, x)
         np.testing.assert_allclose(out.seq_relationship_logits.numpy(), ours["nsp_logits"],
