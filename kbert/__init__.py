@@ -1,6 +1,11 @@
 """kbert: BERT in Keras 3 on TensorFlow, exact to Google's original checkpoints."""
 
+from kbert.bridges import convert
+from kbert.bridges import load_model
+from kbert.bridges import save_model
 from kbert.checkpoints import GoogleCheckpoint
+from kbert.checkpoints import list_presets
+from kbert.checkpoints import resolve_release
 from kbert.checkpoints import save_google_checkpoint
 from kbert.checkpoints.huggingface import convert_google_to_huggingface
 from kbert.checkpoints.huggingface import convert_huggingface_to_google
@@ -24,5 +29,7 @@ __all__ = [
     "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier", "BertTransformerLayer",
     "FullTokenizer",
     "GoogleCheckpoint", "convert_google_to_huggingface", "convert_huggingface_to_google",
-    "create_optimizer", "export_saved_model", "save_google_checkpoint",
+    "convert", "create_optimizer", "export_saved_model", "list_presets", "load_model",
+    "resolve_release", "save_model",
+    "save_google_checkpoint",
 ]

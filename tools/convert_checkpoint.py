@@ -1,13 +1,16 @@
-"""Converts a Hugging Face BERT checkpoint to an original Google release directory, or back.
+"""Converts a BERT model, head included, between kbert, Google, Hugging Face and keras-hub.
 
-Hugging Face -> Google (default): reads --input_dir/{model.safetensors,config.json,vocab.txt}
-and writes --output_dir/{bert_model.ckpt.*,bert_config.json,vocab.txt}, which Google's
-modeling.py and kbert load.
+--input is any of: a recipe's --output_dir (its model.keras) or a .keras file; a Google
+release directory, training directory, checkpoint prefix or release name
+(uncased_L-12_H-768_A-12, see kbert.list_presets()); a Hugging Face BERT directory
+(config.json, model.safetensors, vocab.txt); a keras-hub preset directory. The head decides
+the output: a classifier becomes BertForSequenceClassification / a keras-hub
+BertTextClassifier, a span labeler BertForQuestionAnswering, a tagger
+BertForTokenClassification, a pretrainer BertForPreTraining.
 
-  python tools/convert_checkpoint.py --input_dir=hf_model --output_dir=google_model
-
-Google -> Hugging Face (--direction=google_to_huggingface): reads a release directory or
-checkpoint prefix and writes model.safetensors, config.json and vocab.txt.
+  python tools/convert_checkpoint.py --input=mrpc_output --output_dir=mrpc_hf --to=huggingface
+  python tools/convert_checkpoint.py --input=mrpc_output --output_dir=mrpc_kh --to=keras_hub
+  python tools/convert_checkpoint.py --input=hf_model --output_dir=google_model
 """
 
 from absl import app
@@ -16,28 +19,28 @@ from absl import logging
 
 import kbert
 
-_INPUT = flags.DEFINE_string("input_dir", None, "Directory (or Google checkpoint prefix) to read.",
-                             required=True)
+_INPUT = flags.DEFINE_string("input", None, "Model to read (see above).", required=True)
+flags.DEFINE_alias("input_dir", "input")
 _OUTPUT = flags.DEFINE_string("output_dir", None, "Directory to write.", required=True)
-_DIRECTION = flags.DEFINE_enum(
-    "direction", "huggingface_to_google", ["huggingface_to_google", "google_to_huggingface"],
-    "Which way to convert.")
+_TO = flags.DEFINE_enum("to", "google", ["google", "huggingface", "keras_hub"],
+                        "Format to write: a Google release directory (bert_model.ckpt, "
+                        "bert_config.json, vocab.txt), a Hugging Face directory, or a keras-hub "
+                        "preset.")
+_LABELS = flags.DEFINE_list("label_names", None,
+                            "Class names of a classifier or tagger head, in id order, for "
+                            "Hugging Face's id2label. Defaults to LABEL_0, LABEL_1, ...")
 _EXACT_GELU = flags.DEFINE_bool(
     "exact_gelu", False,
-    "Keep Hugging Face's erf GELU as hidden_act 'gelu_exact' (read by kbert only). By default "
-    "it becomes Google's 'gelu', the tanh approximation Google's code uses.")
+    "Keep a Hugging Face input's erf GELU as hidden_act 'gelu_exact' (read by kbert only). By "
+    "default it becomes Google's 'gelu', the tanh approximation Google's code uses.")
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    if _DIRECTION.value == "huggingface_to_google":
-        prefix = kbert.convert_huggingface_to_google(_INPUT.value, _OUTPUT.value,
-                                                     exact_gelu=_EXACT_GELU.value)
-        logging.info("Google checkpoint written: %s", prefix)
-    else:
-        kbert.convert_google_to_huggingface(_INPUT.value, _OUTPUT.value)
-        logging.info("Hugging Face checkpoint written to %s", _OUTPUT.value)
+    kbert.convert(_INPUT.value, _OUTPUT.value, format=_TO.value, label_names=_LABELS.value,
+                  exact_gelu=_EXACT_GELU.value)
+    logging.info("Wrote %s to %s", _TO.value, _OUTPUT.value)
 
 
 if __name__ == "__main__":

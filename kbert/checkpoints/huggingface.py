@@ -1,4 +1,4 @@
-"""Convert Hugging Face BERT checkpoints (safetensors) to Google release directories and back."""
+"""Hugging Face BERT directories (safetensors) to Google checkpoints and back, heads included."""
 
 import json
 import os
@@ -53,12 +53,51 @@ _HEADS = (
     ("cls.seq_relationship.weight", "cls/seq_relationship/output_weights", False),
     ("cls.seq_relationship.bias", "cls/seq_relationship/output_bias", False),
 )
+# The task heads of transformers' BERT classes, by architecture. The classifiers' `weight`
+# is [labels, hidden] like Google's `output_weights`, so no row transposes.
+_TASK_HEADS = {
+    "BertModel": (),
+    "BertForPreTraining": _HEADS,
+    "BertForSequenceClassification": (
+        ("classifier.weight", "output_weights", False),
+        ("classifier.bias", "output_bias", False),
+    ),
+    "BertForQuestionAnswering": (
+        ("qa_outputs.weight", "cls/squad/output_weights", False),
+        ("qa_outputs.bias", "cls/squad/output_bias", False),
+    ),
+    "BertForTokenClassification": (
+        ("classifier.weight", "cls/ner/output_weights", False),
+        ("classifier.bias", "cls/ner/output_bias", False),
+        # transformers has no CRF: BertForTokenClassification ignores these (it reports them
+        # as unexpected keys) and gives the CRF's unary potentials as logits; kbert reads them.
+        ("crf.transitions", "cls/ner/crf/transitions", False),
+        ("crf.start_transitions", "cls/ner/crf/start_transitions", False),
+        ("crf.end_transitions", "cls/ner/crf/end_transitions", False),
+    ),
+}
+# transformers classes whose tensors are a subset of BertForPreTraining's (bert-base-uncased
+# is saved as BertForMaskedLM with both heads): read with its table, absent heads allowed.
+for _name in ("BertForMaskedLM", "BertLMHeadModel", "BertForNextSentencePrediction"):
+    _TASK_HEADS[_name] = _HEADS
+# kbert's model (registered name, as `tf1.find_head` gives it) -> transformers class.
+_ARCHITECTURES = {
+    None: "BertModel",
+    "kbert>BertPretrainer": "BertForPreTraining",
+    "kbert>BertClassifier": "BertForSequenceClassification",
+    "kbert>BertSpanLabeler": "BertForQuestionAnswering",
+    "kbert>BertTokenClassifier": "BertForTokenClassification",
+}
+# Heads that never read the pooled output: transformers builds them without a pooler.
+_NO_POOLER = ("BertForQuestionAnswering", "BertForTokenClassification")
+_POOLER = ("pooler.dense.weight", "pooler.dense.bias")
 # Buffers and tied copies that carry no weights of their own.
 _IGNORED = ("embeddings.position_ids", "cls.predictions.decoder.weight",
             "cls.predictions.decoder.bias")
 
 # Hugging Face "hidden_act" -> Google. HF "gelu" is erf GELU; Google's "gelu" is the tanh
-# approximation. "gelu_exact" keeps HF's outputs exactly but only kbert reads it.
+# approximation, which is HF's "gelu_new" (and "gelu_pytorch_tanh"), so a kbert model keeps
+# its outputs in transformers. "gelu_exact" keeps HF's erf outputs but only kbert reads it.
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
                 "relu": "relu", "tanh": "tanh", "linear": "linear"}
 _TO_HUGGINGFACE_ACTIVATION = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu",
@@ -68,11 +107,17 @@ HF_WEIGHTS = "model.safetensors"
 HF_CONFIG = "config.json"
 
 
-def _table(num_layers):
+def _table(num_layers, architecture):
     rows = list(_EMBEDDINGS)
     for i in range(num_layers):
         rows += [(f"encoder.layer.{i}.{h}", f"bert/encoder/layer_{i}/{g}", t) for h, g, t in _LAYER]
-    return rows + list(_HEADS)
+    return rows + list(_TASK_HEADS[architecture])
+
+
+def _hf_name(hf_name):
+    """The name in the safetensors file: the encoder's under "bert.", heads at the top."""
+    return hf_name if hf_name.startswith(("cls.", "classifier.", "qa_outputs.", "crf.")) \
+        else "bert." + hf_name
 
 
 def huggingface_config_to_google(hf_config, exact_gelu=False, source=HF_CONFIG):
@@ -90,8 +135,106 @@ def huggingface_config_to_google(hf_config, exact_gelu=False, source=HF_CONFIG):
     return BertConfig.from_dict(values, source=source)
 
 
+def read_huggingface(hf_dir, exact_gelu=False):
+    """Reads a Hugging Face BERT directory as an in-memory Google checkpoint, head included.
+
+    The head comes from `architectures` in `config.json`: BertModel, BertForPreTraining,
+    BertForSequenceClassification (-> `output_weights`), BertForQuestionAnswering
+    (-> `cls/squad/*`) or BertForTokenClassification (-> `cls/ner/*`). A question-answering
+    or token-classification model saved by transformers has no pooler; it gets a zero one
+    (those heads never read it).
+
+    Args:
+        hf_dir: str. Holds `model.safetensors`, `config.json` and (optionally) `vocab.txt`;
+            weight names with or without the "bert." prefix.
+        exact_gelu: bool. Keep HF's erf GELU as "gelu_exact". Defaults to False.
+
+    Returns:
+        `tf1.GoogleCheckpoint` (in memory).
+    """
+    config_path = os.path.join(hf_dir, HF_CONFIG)
+    weights_path = os.path.join(hf_dir, HF_WEIGHTS)
+    vocab_path = os.path.join(hf_dir, tf1.VOCAB_FILE)
+    for path in (config_path, weights_path):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: not found (expected a Hugging Face BERT directory)")
+    with open(config_path, encoding="utf-8") as f:
+        hf_config = json.load(f)
+    config = huggingface_config_to_google(hf_config, exact_gelu, source=config_path)
+    architecture = (hf_config.get("architectures") or ["BertForPreTraining"])[0]
+    if architecture not in _TASK_HEADS:
+        raise ValueError(f"{config_path}: architectures {architecture!r} is not supported; "
+                         f"expected one of {sorted(_TASK_HEADS)}")
+    weights = {k.removeprefix("bert."): v for k, v in
+               safetensors_numpy.load_file(weights_path).items()}
+    if architecture in _NO_POOLER and _POOLER[0] not in weights:
+        hidden = config.hidden_size
+        weights[_POOLER[0]] = np.zeros((hidden, hidden), np.float32)
+        weights[_POOLER[1]] = np.zeros((hidden,), np.float32)
+        logging.info("%s: no pooler (%s has none); a zero pooler is written", weights_path,
+                     architecture)
+    tensors = {}
+    optional = {hf for hf, _, _ in _HEADS} | {"crf.transitions", "crf.start_transitions",
+                                               "crf.end_transitions"}
+    for hf_name, google, transpose in _table(config.num_hidden_layers, architecture):
+        if hf_name in weights:
+            value = weights.pop(hf_name).astype(np.float32)
+            tensors[google] = np.ascontiguousarray(value.T) if transpose else value
+        elif hf_name not in optional:
+            raise ValueError(f"{weights_path}: missing tensor {hf_name!r} (for {architecture})")
+    unknown = sorted(k for k in weights if k not in _IGNORED)
+    if unknown:
+        raise ValueError(f"{weights_path}: tensors with no Google equivalent in "
+                         f"{architecture}: {unknown}")
+    return tf1.GoogleCheckpoint.from_tensors(tensors, config, weights_path,
+                                             vocab_path if os.path.exists(vocab_path) else None)
+
+
+def write_huggingface(checkpoint, output_dir, label_names=None):
+    """Writes `model.safetensors`, `config.json`, `vocab.txt` for transformers' BERT classes.
+
+    The architecture follows the checkpoint's head (see `read_huggingface`); a classifier
+    with one output is written with `problem_type` "regression".
+
+    Args:
+        checkpoint: `tf1.GoogleCheckpoint` (a release, a fine-tuned model, or in memory).
+        output_dir: str. Receives the Hugging Face files (encoder names with "bert.").
+        label_names: list of str. `id2label` of a classifier or token classifier. Defaults
+            to "LABEL_0", "LABEL_1", ...
+    """
+    shapes = checkpoint.shapes()
+    architecture = _ARCHITECTURES[tf1.find_head(shapes)]
+    weights = {}
+    for hf_name, google, transpose in _table(checkpoint.config.num_hidden_layers, architecture):
+        if google in shapes:
+            value = checkpoint.tensor(google)
+            weights[_hf_name(hf_name)] = np.ascontiguousarray(value.T) if transpose else value
+    config = checkpoint.config.to_dict()
+    config.update(model_type="bert", architectures=[architecture],
+                  hidden_act=_TO_HUGGINGFACE_ACTIVATION[config["hidden_act"]],
+                  layer_norm_eps=1e-12)
+    if "classifier.weight" in weights:
+        num_labels = weights["classifier.weight"].shape[0]
+        names = list(label_names) if label_names else [f"LABEL_{i}" for i in range(num_labels)]
+        if len(names) != num_labels:
+            raise ValueError(f"{len(names)} label names for a head with {num_labels} outputs")
+        config.update(id2label={str(i): name for i, name in enumerate(names)},
+                      label2id={name: i for i, name in enumerate(names)})
+        if architecture == "BertForSequenceClassification":
+            config["problem_type"] = ("regression" if num_labels == 1
+                                      else "single_label_classification")
+    with io.atomic_files(output_dir) as tmp:
+        with open(os.path.join(tmp, HF_WEIGHTS), "wb") as f:
+            f.write(safetensors_numpy.save(weights, metadata={"format": "pt"}))
+        with open(os.path.join(tmp, HF_CONFIG), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=2)
+        if checkpoint.vocab_file:
+            shutil.copyfile(checkpoint.vocab_file, os.path.join(tmp, tf1.VOCAB_FILE))
+    logging.info("Wrote %s (%d tensors) to %s", architecture, len(weights), output_dir)
+
+
 def convert_huggingface_to_google(hf_dir, output_dir, exact_gelu=False):
-    """Writes a Google release directory from a Hugging Face BERT directory.
+    """Writes a Google release directory from a Hugging Face BERT directory, head included.
 
     Args:
         hf_dir: str. Holds `model.safetensors`, `config.json` and `vocab.txt`; weight names
@@ -102,62 +245,20 @@ def convert_huggingface_to_google(hf_dir, output_dir, exact_gelu=False):
     Returns:
         The checkpoint prefix.
     """
-    config_path = os.path.join(hf_dir, HF_CONFIG)
-    weights_path = os.path.join(hf_dir, HF_WEIGHTS)
-    vocab_path = os.path.join(hf_dir, tf1.VOCAB_FILE)
-    for path in (config_path, weights_path, vocab_path):
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{path}: not found (expected a Hugging Face BERT directory)")
-    with open(config_path, encoding="utf-8") as f:
-        config = huggingface_config_to_google(json.load(f), exact_gelu, source=config_path)
-    weights = {k.removeprefix("bert."): v for k, v in
-               safetensors_numpy.load_file(weights_path).items()}
-    tensors = {}
-    for hf_name, google, transpose in _table(config.num_hidden_layers):
-        if hf_name in weights:
-            value = weights.pop(hf_name).astype(np.float32)
-            tensors[google] = np.ascontiguousarray(value.T) if transpose else value
-        elif not hf_name.startswith("cls."):
-            raise ValueError(f"{weights_path}: missing tensor {hf_name!r}")
-    unknown = sorted(k for k in weights if k not in _IGNORED)
-    if unknown:
-        raise ValueError(f"{weights_path}: tensors with no Google equivalent: {unknown}")
+    source = read_huggingface(hf_dir, exact_gelu)
     prefix = os.path.join(output_dir, tf1.RELEASE_PREFIX)
-    tf1.write_tf1_checkpoint(prefix, tensors)
-    with io.atomic_write(os.path.join(output_dir, tf1.CONFIG_FILE)) as f:
-        f.write(config.to_json_string())
-    with io.atomic_write(os.path.join(output_dir, tf1.VOCAB_FILE), "wb") as f, \
-            open(vocab_path, "rb") as src:
-        shutil.copyfileobj(src, f)
-    logging.info("Wrote %d tensors to %s", len(tensors), prefix)
+    tf1.write_google_release(prefix, source.reader.tensors, source.config, source.vocab_file)
+    logging.info("Wrote %d tensors to %s", len(source.shapes()), prefix)
     return prefix
 
 
-def convert_google_to_huggingface(google_path, output_dir):
+def convert_google_to_huggingface(google_path, output_dir, label_names=None):
     """Writes `model.safetensors`, `config.json`, `vocab.txt` from a Google checkpoint.
 
     Args:
-        google_path: str. Release directory or checkpoint prefix (config beside it).
-        output_dir: str. Receives the Hugging Face files (names with the "bert." prefix).
+        google_path: str. Release directory, release name or checkpoint prefix (config
+            beside it); a fine-tuned head becomes the matching transformers class.
+        output_dir: str. Receives the Hugging Face files.
+        label_names: list of str. `id2label` of a classifier head. Defaults to LABEL_i.
     """
-    source = tf1.GoogleCheckpoint.open(google_path)
-    shapes = source.shapes()
-    weights = {}
-    for hf_name, google, transpose in _table(source.config.num_hidden_layers):
-        if google in shapes:
-            value = source.tensor(google)
-            weights["bert." + hf_name if not hf_name.startswith("cls.") else hf_name] = (
-                np.ascontiguousarray(value.T) if transpose else value)
-    config = source.config.to_dict()
-    config.update(model_type="bert", architectures=["BertForPreTraining"],
-                  hidden_act=_TO_HUGGINGFACE_ACTIVATION[config["hidden_act"]],
-                  layer_norm_eps=1e-12)
-    os.makedirs(output_dir, exist_ok=True)
-    with io.atomic_write(os.path.join(output_dir, HF_WEIGHTS), "wb") as f:
-        f.write(safetensors_numpy.save(weights, metadata={"format": "pt"}))
-    with io.atomic_write(os.path.join(output_dir, HF_CONFIG)) as f:
-        json.dump(config, f, indent=2)
-    if source.vocab_file:
-        with io.atomic_write(os.path.join(output_dir, tf1.VOCAB_FILE), "wb") as f, \
-                open(source.vocab_file, "rb") as src:
-            shutil.copyfileobj(src, f)
+    write_huggingface(tf1.GoogleCheckpoint.open(google_path), output_dir, label_names)

@@ -5,11 +5,13 @@ import glob
 import os
 import shutil
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from kbert import io
+from kbert.checkpoints import releases
 from kbert.checkpoints import tf1_names
 from kbert.config import BertConfig
 
@@ -33,11 +35,12 @@ class GoogleCheckpoint:
 
         Args:
             path: str. A release directory (`bert_model.ckpt.*`), a training directory (its
-                latest checkpoint), or a checkpoint prefix (`.index` may be included).
+                latest checkpoint), a checkpoint prefix (`.index` may be included), or the
+                name of one of Google's releases (`kbert.list_presets()`), downloaded once.
             config: `BertConfig`, path of a `bert_config.json`, or None to read the
                 `bert_config.json` beside the checkpoint.
         """
-        prefix = _resolve_prefix(os.fspath(path))
+        prefix = _resolve_prefix(releases.resolve_release(os.fspath(path)))
         directory = os.path.dirname(prefix)
         if config is None:
             config_path = os.path.join(directory, CONFIG_FILE)
@@ -55,6 +58,18 @@ class GoogleCheckpoint:
         vocab = os.path.join(directory, VOCAB_FILE)
         return cls(prefix, config, vocab if os.path.exists(vocab) else None, reader)
 
+    @classmethod
+    def from_tensors(cls, tensors, config, source, vocab_file=None):
+        """An in-memory checkpoint of Google-named numpy arrays (a converted foreign format).
+
+        Args:
+            tensors: dict of Google variable name -> numpy array.
+            config: `BertConfig`.
+            source: str. Where the tensors came from, for error messages.
+            vocab_file: str or None. The vocabulary that goes with them.
+        """
+        return cls(source, config, vocab_file, _ArrayReader(tensors))
+
     def shapes(self):
         """Dict of variable name -> shape tuple."""
         return {k: tuple(v) for k, v in self.reader.get_variable_to_shape_map().items()}
@@ -68,7 +83,20 @@ class GoogleCheckpoint:
                              f"data file is truncated or corrupt: {_message(e)}") from None
 
 
-def load_google_weights(model, checkpoint):
+class _ArrayReader:
+    """The two methods of `tf.train.load_checkpoint`'s reader that kbert uses, over a dict."""
+
+    def __init__(self, tensors):
+        self.tensors = tensors
+
+    def get_variable_to_shape_map(self):
+        return {name: list(value.shape) for name, value in self.tensors.items()}
+
+    def get_tensor(self, name):
+        return self.tensors[name]
+
+
+def load_google_weights(model, checkpoint, new_head=False):
     """Assigns every weight of `model` from `checkpoint` (a `GoogleCheckpoint`), strictly.
 
     Every model variable must be covered by the name table and present in the checkpoint with
@@ -76,15 +104,25 @@ def load_google_weights(model, checkpoint):
     `global_step` and heads this model does not have (`cls/*` for an encoder, a classifier's
     `output_weights`) are skipped and reported at debug level. Otherwise one ValueError lists
     the missing, unexpected and shape-mismatched variables.
+
+    Args:
+        model: a kbert model: `BertEncoder`, `BertPretrainer` or a task model of
+            `tf1_names.HEADS`.
+        checkpoint: `GoogleCheckpoint`.
+        new_head: bool. A checkpoint with none of the head's tensors (a pretrained release
+            for a task model) leaves the head as initialised; a head present in part is
+            still an error. Defaults to False.
     """
     variables = _variables_by_path(model)
-    rows = _expand(_num_layers(model))
     available = checkpoint.shapes()
+    heads = head_rows(model)
+    keep_head = new_head and not any(google in available for google, keras_path, _ in heads
+                                     if keras_path in variables)
     missing, mismatched, plan, used = [], [], [], set()
-    for google, keras_path, transform in rows:
+    for google, keras_path, transform in _expand(model):
         variable = variables.pop(keras_path, None)
-        if variable is None:
-            continue  # a head this model does not have
+        if variable is None or (keep_head and (google, keras_path, transform) in heads):
+            continue  # a head row this model lacks (a tagger without CRF), or a new head
         used.add(google)
         expected = _google_shape(transform, tuple(variable.shape))
         if google not in available:
@@ -96,7 +134,7 @@ def load_google_weights(model, checkpoint):
             plan.append((google, variable, transform))
     unexpected = []
     for name in sorted(set(available) - used):
-        if name.startswith("bert/") and not _is_training_state(name):
+        if name.startswith("bert/") and not is_training_state(name):
             unexpected.append(f"{name} {list(available[name])}")
         else:
             logging.debug("%s: skipping %s (not a weight of this model)", checkpoint.prefix, name)
@@ -112,42 +150,89 @@ def load_google_weights(model, checkpoint):
                 lines.extend(f"    {item}" for item in items)
         raise ValueError("\n".join(lines))
     for google, variable, transform in plan:
-        value = _to_keras(transform, checkpoint.tensor(google), tuple(variable.shape))
+        value = to_keras(transform, checkpoint.tensor(google), tuple(variable.shape))
         variable.assign(value.astype(variable.dtype))
+    if keep_head and heads:
+        logging.info("%s: no %s head in the checkpoint; the head starts from its initialiser",
+                     checkpoint.prefix, model.name)
     logging.info("Loaded %d variables from %s", len(plan), checkpoint.prefix)
+
+
+def google_tensors(model):
+    """The weights of `model` under Google's names, as the name table maps them.
+
+    Args:
+        model: a kbert model: `BertEncoder`, `BertPretrainer` or a task model of
+            `tf1_names.HEADS` (classifier, span labeler, token classifier with or without CRF).
+
+    Returns:
+        dict of Google variable name -> float32 numpy array.
+    """
+    variables = _variables_by_path(model)
+    tensors = {}
+    for google, keras_path, transform in _expand(model):
+        if keras_path in variables:
+            value = np.asarray(variables.pop(keras_path).numpy(), dtype=np.float32)
+            tensors[google] = to_google(transform, value)
+    if variables:
+        raise ValueError(f"Cannot save {model.name}: variables not in the name table: "
+                         f"{sorted(variables)}")
+    return tensors
 
 
 def save_google_checkpoint(model, prefix, vocab_file=None):
     """Writes `model` as Google's TF1 checkpoint plus `bert_config.json`, atomically.
 
-    Google's modeling.py restores the result with `tf.train.Saver`. A `checkpoint` state file
-    is written too, so `tf.train.latest_checkpoint(directory)` finds it.
+    Google's modeling.py restores the result with `tf.train.Saver`; a classifier's head is
+    run_classifier.py's (`output_weights`, `output_bias`) and a span labeler's run_squad.py's
+    (`cls/squad/*`), so their `create_model` restores it too. A `checkpoint` state file is
+    written as well, so `tf.train.latest_checkpoint(directory)` finds it.
 
     Args:
-        model: a `BertEncoder` or `BertPretrainer` (anything with `bert_config` and weights
-            named as in the table).
+        model: a kbert model: `BertEncoder`, `BertPretrainer`, `BertClassifier`,
+            `BertSpanLabeler` or `BertTokenClassifier` (heads as in `tf1_names.HEADS`).
         prefix: str. Checkpoint prefix, e.g. "out/bert_model.ckpt".
         vocab_file: str. Copied beside the checkpoint as `vocab.txt`, if given.
     """
+    write_google_release(prefix, google_tensors(model), model.bert_config, vocab_file)
+
+
+def write_google_release(prefix, tensors, config, vocab_file=None):
+    """Writes a checkpoint of Google-named `tensors` with its `bert_config.json` (and vocab).
+
+    Args:
+        prefix: str. Checkpoint prefix, e.g. "out/bert_model.ckpt".
+        tensors: dict of Google variable name -> numpy array.
+        config: `BertConfig`.
+        vocab_file: str. Copied beside the checkpoint as `vocab.txt`, if given.
+    """
     prefix = os.fspath(prefix)
-    variables = _variables_by_path(model)
-    tensors = {}
-    for google, keras_path, transform in _expand(_num_layers(model)):
-        if keras_path in variables:
-            value = np.asarray(variables.pop(keras_path).numpy(), dtype=np.float32)
-            tensors[google] = _to_google(transform, value)
-    if variables:
-        raise ValueError(f"Cannot save {model.name}: variables not in the name table: "
-                         f"{sorted(variables)}")
     directory = os.path.dirname(os.path.abspath(prefix))
     write_tf1_checkpoint(prefix, tensors)
     with io.atomic_write(os.path.join(directory, CONFIG_FILE)) as f:
-        f.write(model.bert_config.to_json_string())
+        f.write(config.to_json_string())
     if vocab_file is not None:
         target = os.path.join(directory, VOCAB_FILE)
         if os.path.abspath(vocab_file) != target:
             with io.atomic_write(target, "wb") as f, open(vocab_file, "rb") as src:
                 shutil.copyfileobj(src, f)
+
+
+def head_rows(model):
+    """The name-table rows of `model`'s head (empty for an encoder)."""
+    return tf1_names.HEADS.get(keras.saving.get_registered_name(type(model)), ())
+
+
+def find_head(names):
+    """The registered name of the kbert model whose head `names` (Google names) hold, or None.
+
+    A checkpoint of Google's run_classifier.py gives "kbert>BertClassifier", run_squad.py's
+    "kbert>BertSpanLabeler", run_pretraining.py's "kbert>BertPretrainer".
+    """
+    for model_name, rows in tf1_names.HEADS.items():
+        if rows[0][0] in names:
+            return model_name
+    return None
 
 
 def write_tf1_checkpoint(prefix, tensors):
@@ -195,7 +280,8 @@ def _resolve_prefix(path):
     return path
 
 
-def _is_training_state(name):
+def is_training_state(name):
+    """Optimizer slots, `global_step` and loss-scale state: not weights of any model."""
     return (name in tf1_names.TRAINING_STATE_NAMES
             or name.endswith(tf1_names.OPTIMIZER_SLOT_SUFFIXES))
 
@@ -207,15 +293,16 @@ def _variables_by_path(model):
     return variables
 
 
-def _num_layers(model):
-    return model.bert_config.num_hidden_layers
+def _expand(model):
+    return encoder_rows(model.bert_config.num_hidden_layers) + list(head_rows(model))
 
 
-def _expand(num_layers):
+def encoder_rows(num_layers):
+    """The encoder's name-table rows with `{i}` expanded for `num_layers` layers."""
     rows = list(tf1_names.ENCODER)
     for i in range(num_layers):
         rows += [(g.format(i=i), k.format(i=i), t) for g, k, t in tf1_names.ENCODER_LAYER]
-    return rows + list(tf1_names.PRETRAINING_HEADS)
+    return rows
 
 
 def _google_shape(transform, shape):
@@ -228,13 +315,15 @@ def _google_shape(transform, shape):
     return shape
 
 
-def _to_keras(transform, value, shape):
+def to_keras(transform, value, shape):
+    """A Google tensor as the Keras variable of `shape` that a table row maps it to."""
     if transform == tf1_names.TRANSPOSE:
         return value.T
     return value.reshape(shape)  # row-major: heads are the major part of Google's hidden axis
 
 
-def _to_google(transform, value):
+def to_google(transform, value):
+    """A Keras variable's value as the Google tensor that a table row maps it to."""
     if transform == tf1_names.TRANSPOSE:
         return np.ascontiguousarray(value.T)
     return value.reshape(_google_shape(transform, value.shape))

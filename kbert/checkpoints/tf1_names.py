@@ -2,7 +2,7 @@
 
 Rows are (Google name, Keras `variable.path`, transform). `{i}` stands for the layer index.
 Keras paths are relative to the model: the first component is a layer of `BertEncoder`
-(`embeddings`, `transformer_layer_{i}`, `pooler`) or of `BertPretrainer` (`mlm_head`, `nsp_head`).
+(`embeddings`, `transformer_layer_{i}`, `pooler`) or of a model's head (`HEADS`).
 """
 
 IDENTITY = "identity"
@@ -61,6 +61,40 @@ PRETRAINING_HEADS = (
     ("cls/seq_relationship/output_weights", "nsp_head/kernel", TRANSPOSE),
     ("cls/seq_relationship/output_bias", "nsp_head/bias", IDENTITY),
 )
+
+# Task heads, as Google's fine-tuning scripts name them (outside the `bert/` scope).
+# run_classifier.py `create_model`: `output_weights` [labels, hidden], `output_bias` [labels].
+CLASSIFIER_HEAD = (
+    ("output_weights", "logits/kernel", TRANSPOSE),
+    ("output_bias", "logits/bias", IDENTITY),
+)
+# run_squad.py `create_model`: `cls/squad/output_weights` [2, hidden], `cls/squad/output_bias`.
+SPAN_HEAD = (
+    ("cls/squad/output_weights", "span_head/kernel", TRANSPOSE),
+    ("cls/squad/output_bias", "span_head/bias", IDENTITY),
+)
+# Google published no NER script; this is kbert's layout in the same style:
+# `cls/ner/output_weights` [labels, hidden] and `cls/ner/output_bias` [labels] (the dense
+# layer on every position of the sequence output, used transposed), and with a CRF
+# `cls/ner/crf/transitions` [labels, labels] (from-label, to-label),
+# `cls/ner/crf/start_transitions` [labels] and `cls/ner/crf/end_transitions` [labels].
+TAGGING_HEAD = (
+    ("cls/ner/output_weights", "logits/kernel", TRANSPOSE),
+    ("cls/ner/output_bias", "logits/bias", IDENTITY),
+    ("cls/ner/crf/transitions", "crf/transitions", IDENTITY),
+    ("cls/ner/crf/start_transitions", "crf/start_transitions", IDENTITY),
+    ("cls/ner/crf/end_transitions", "crf/end_transitions", IDENTITY),
+)
+
+# The head rows of each model, by its registered Keras name; a model not listed (the
+# encoder) has no head. A row whose Keras variable the model lacks (a tagger without CRF)
+# is not used.
+HEADS = {
+    "kbert>BertPretrainer": PRETRAINING_HEADS,
+    "kbert>BertClassifier": CLASSIFIER_HEAD,
+    "kbert>BertSpanLabeler": SPAN_HEAD,
+    "kbert>BertTokenClassifier": TAGGING_HEAD,
+}
 
 # Checkpoint entries that are training state, not model weights: skipped on load.
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Momentum", "/Adam", "/Adam_1")

@@ -1,13 +1,9 @@
 """BertClassifier: the encoder's pooled output, dropout and a dense layer, for GLUE-style tasks."""
 
 import keras
-import numpy as np
 
 from kbert import checkpoints
 from kbert.models.encoder import BertEncoder
-
-# Google's run_classifier.py `create_model` names its head outside the `bert/` scope.
-GOOGLE_HEAD = ("output_weights", "output_bias")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -119,18 +115,9 @@ class BertClassifier(keras.Model):
             **kwargs: passed to `BertEncoder` (e.g. `dtype`).
         """
         source = checkpoints.GoogleCheckpoint.open(path, config)
-        encoder = BertEncoder(**source.config.encoder_kwargs(), **kwargs)
-        checkpoints.load_google_weights(encoder, source)
-        model = cls(encoder, num_classes, dropout=dropout)
-        shapes = source.shapes()
-        if all(name in shapes for name in GOOGLE_HEAD):
-            kernel = model.output_dense.kernel
-            if shapes["output_weights"] != tuple(kernel.shape)[::-1]:
-                raise ValueError(f"{source.prefix}: output_weights has shape "
-                                 f"{list(shapes['output_weights'])}, expected "
-                                 f"{[num_classes, kernel.shape[0]]} for {num_classes} classes")
-            kernel.assign(np.transpose(source.tensor("output_weights")))
-            model.output_dense.bias.assign(source.tensor("output_bias"))
+        model = cls(BertEncoder(**source.config.encoder_kwargs(), **kwargs), num_classes,
+                    dropout=dropout)
+        checkpoints.load_google_weights(model, source, new_head=True)
         return model
 
     def get_config(self):

@@ -87,6 +87,17 @@ class BertPretrainer(keras.Model):
         checkpoints.load_google_weights(model, source)
         return model
 
+    @classmethod
+    def from_preset(cls, name_or_path, **kwargs):
+        """`from_google_checkpoint` for one of Google's releases by name (or any path).
+
+        Args:
+            name_or_path: str. A name of `kbert.list_presets()`, e.g.
+                "uncased_L-12_H-768_A-12", downloaded once into `$KBERT_HOME`; or a path.
+            **kwargs: passed to `from_google_checkpoint`.
+        """
+        return cls.from_google_checkpoint(name_or_path, **kwargs)
+
     def get_config(self):
         # The encoder only: the heads are rebuilt and re-tied on load, never serialised apart.
         config = super().get_config()

@@ -1,13 +1,10 @@
 """BertSpanLabeler: start and end logits over the context tokens, for SQuAD."""
 
 import keras
-import numpy as np
 
 from kbert import checkpoints
 from kbert.models.encoder import BertEncoder
 
-# Google's run_squad.py `create_model` names its head under `cls/squad/`.
-GOOGLE_HEAD = ("cls/squad/output_weights", "cls/squad/output_bias")
 MASKED_LOGIT = -1e9  # exp() of it is exactly 0 in float32; finite, so a loss never sees inf
 
 
@@ -153,18 +150,9 @@ class BertSpanLabeler(keras.Model):
             **kwargs: passed to `BertEncoder` (e.g. `dtype`).
         """
         source = checkpoints.GoogleCheckpoint.open(path, config)
-        encoder = BertEncoder(**source.config.encoder_kwargs(), **kwargs)
-        checkpoints.load_google_weights(encoder, source)
-        model = cls(encoder, allow_null=allow_null)
-        shapes = source.shapes()
-        if all(name in shapes for name in GOOGLE_HEAD):
-            kernel = model.span_head.kernel
-            if shapes[GOOGLE_HEAD[0]] != tuple(kernel.shape)[::-1]:
-                raise ValueError(f"{source.prefix}: {GOOGLE_HEAD[0]} has shape "
-                                 f"{list(shapes[GOOGLE_HEAD[0]])}, expected "
-                                 f"{[2, kernel.shape[0]]}")
-            kernel.assign(np.transpose(source.tensor(GOOGLE_HEAD[0])))
-            model.span_head.bias.assign(source.tensor(GOOGLE_HEAD[1]))
+        model = cls(BertEncoder(**source.config.encoder_kwargs(), **kwargs),
+                    allow_null=allow_null)
+        checkpoints.load_google_weights(model, source, new_head=True)
         return model
 
     def get_config(self):

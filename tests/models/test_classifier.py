@@ -77,7 +77,8 @@ def test_from_google_checkpoint(tiny_encoder, tmp_path):
     model = BertClassifier.from_google_checkpoint(finetuned, 3, config=config)
     np.testing.assert_array_equal(model.output_dense.kernel.numpy(), tensors["output_weights"].T)
     np.testing.assert_array_equal(model.output_dense.bias.numpy(), tensors["output_bias"])
-    with pytest.raises(ValueError, match=r"output_weights has shape \[3, 12\], expected \[2, 12\]"):
+    with pytest.raises(ValueError,
+                       match=r"output_weights: checkpoint \[3, 12\], model expects \[2, 12\]"):
         BertClassifier.from_google_checkpoint(finetuned, 2, config=config)
 
 

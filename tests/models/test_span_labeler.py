@@ -108,5 +108,6 @@ def test_from_google_checkpoint_equals_google_create_model(tiny_encoder, tmp_pat
     np.testing.assert_allclose(np.asarray(out["end_logits"])[CONTEXT], end[CONTEXT], atol=1e-5)
     tensors["cls/squad/output_weights"] = tensors["cls/squad/output_weights"][:, :6]
     tf1.write_tf1_checkpoint(finetuned, tensors)
-    with pytest.raises(ValueError, match=r"output_weights has shape \[2, 6\], expected \[2, 12\]"):
+    with pytest.raises(ValueError,
+                       match=r"output_weights: checkpoint \[2, 6\], model expects \[2, 12\]"):
         BertSpanLabeler.from_google_checkpoint(finetuned, config=config)

@@ -19,8 +19,7 @@ def test_converts_both_ways(minilm_dir, tmp_path):
     assert run(f"--input_dir={minilm_dir}", f"--output_dir={google}").returncode == 0
     assert sorted(os.listdir(google)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
                                           "bert_model.ckpt.index", "checkpoint", "vocab.txt"]
-    result = run(f"--input_dir={google}", f"--output_dir={hf}",
-                 "--direction=google_to_huggingface")
+    result = run(f"--input={google}", f"--output_dir={hf}", "--to=huggingface")
     assert result.returncode == 0, result.stderr
     from safetensors.numpy import load_file
     weights = load_file(os.path.join(hf, "model.safetensors"))
@@ -29,8 +28,38 @@ def test_converts_both_ways(minilm_dir, tmp_path):
                                   reader.get_tensor("bert/encoder/layer_2/output/dense/kernel"))
 
 
+def test_fine_tuned_classifier_to_huggingface_and_keras_hub(tmp_path):
+    # A recipe's --output_dir: model.keras and vocab.txt.
+    import keras_hub
+    import torch
+    import transformers
+
+    from tests.bridges import heads
+
+    model = heads.make_model("classifier")
+    model.save(str(tmp_path / "model.keras"))
+    heads.write_vocab(tmp_path)
+    x = heads.inputs()
+    result = run(f"--input={tmp_path}", f"--output_dir={tmp_path}/hf", "--to=huggingface",
+                 "--label_names=no,maybe,yes")
+    assert result.returncode == 0, result.stderr
+    hf = transformers.BertForSequenceClassification.from_pretrained(str(tmp_path / "hf"))
+    assert hf.config.id2label == {0: "no", 1: "maybe", 2: "yes"}
+    with torch.no_grad():
+        logits = hf.eval()(input_ids=torch.tensor(x["token_ids"], dtype=torch.long),
+                           token_type_ids=torch.tensor(x["segment_ids"], dtype=torch.long),
+                           attention_mask=torch.tensor(x["padding_mask"], dtype=torch.long)).logits
+    np.testing.assert_allclose(logits.numpy(), model(x), atol=1e-4)
+    result = run(f"--input={tmp_path}", f"--output_dir={tmp_path}/kh", "--to=keras_hub")
+    assert result.returncode == 0, result.stderr
+    classifier = keras_hub.models.BertTextClassifier.from_preset(str(tmp_path / "kh"))
+    np.testing.assert_allclose(classifier(x), model(x), atol=1e-4)
+
+
 def test_usage_errors(tmp_path):
     result = run("--output_dir=x")
-    assert result.returncode != 0 and "input_dir" in result.stderr
-    result = run(f"--input_dir={tmp_path}", f"--output_dir={tmp_path}/o")
-    assert result.returncode != 0 and "config.json: not found" in result.stderr
+    assert result.returncode != 0 and "input" in result.stderr
+    result = run(f"--input={tmp_path}", f"--output_dir={tmp_path}/o")
+    assert result.returncode != 0 and "expected one checkpoint" in result.stderr
+    result = run(f"--input={tmp_path}", f"--output_dir={tmp_path}/o", "--to=onnx")
+    assert result.returncode != 0 and "--to" in result.stderr

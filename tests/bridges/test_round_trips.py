@@ -1,0 +1,72 @@
+"""kbert -> Google / Hugging Face / keras-hub -> kbert, for every head: bit-identical weights."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kbert
+from tests.bridges import heads
+
+# The Google names that each head writes, with their shapes on the tiny config (H=12).
+HEAD_TENSORS = {
+    "encoder": {},
+    "pretrainer": {"cls/seq_relationship/output_weights": [2, 12],
+                   "cls/predictions/output_bias": [31]},
+    "classifier": {"output_weights": [3, 12], "output_bias": [3]},
+    "regression": {"output_weights": [1, 12], "output_bias": [1]},
+    "span_labeler": {"cls/squad/output_weights": [2, 12], "cls/squad/output_bias": [2]},
+    "tagger": {"cls/ner/output_weights": [5, 12], "cls/ner/output_bias": [5]},
+    "tagger_crf": {"cls/ner/output_weights": [5, 12], "cls/ner/crf/transitions": [5, 5],
+                   "cls/ner/crf/start_transitions": [5], "cls/ner/crf/end_transitions": [5]},
+}
+
+
+def assert_same_model(first, second):
+    assert type(first) is type(second)
+    a, b = heads.weights(first), heads.weights(second)
+    assert sorted(a) == sorted(b)
+    for path in a:
+        np.testing.assert_array_equal(a[path], b[path], err_msg=path)
+    x = heads.inputs()
+    for name, value in heads.outputs(first, x).items():
+        np.testing.assert_array_equal(value, heads.outputs(second, x)[name], err_msg=name)
+
+
+@pytest.mark.parametrize("kind", sorted(heads.BUILDERS))
+def test_google_round_trip(kind, tmp_path):
+    model = heads.make_model(kind)
+    kbert.save_google_checkpoint(model, str(tmp_path / "out" / "bert_model.ckpt"),
+                                 vocab_file=heads.write_vocab(tmp_path))
+    shapes = dict(tf.train.list_variables(str(tmp_path / "out" / "bert_model.ckpt")))
+    for name, shape in HEAD_TENSORS[kind].items():
+        assert shapes[name] == shape, name
+    assert ("cls/ner/crf/transitions" in shapes) == (kind == "tagger_crf")
+    assert_same_model(model, kbert.load_model(str(tmp_path / "out")))
+
+
+@pytest.mark.parametrize("format", ["huggingface", "keras_hub"])
+@pytest.mark.parametrize("kind", sorted(heads.BUILDERS))
+def test_foreign_round_trip(kind, format, tmp_path):
+    model = heads.make_model(kind)
+    kbert.save_model(model, str(tmp_path / format), format=format,
+                     vocab_file=heads.write_vocab(tmp_path))
+    assert_same_model(model, kbert.load_model(str(tmp_path / format)))
+
+
+def test_task_model_from_release_gets_a_new_head_but_a_partial_head_fails(tmp_path):
+    encoder = heads.make_model("encoder")
+    kbert.save_google_checkpoint(encoder, str(tmp_path / "release" / "bert_model.ckpt"))
+    tagger = kbert.BertTokenClassifier.from_google_checkpoint(str(tmp_path / "release"), 5)
+    np.testing.assert_array_equal(tagger.output_dense.bias.numpy(), np.zeros(5))
+    # A CRF tagger's checkpoint read by a tagger without CRF: the CRF tensors are not
+    # `bert/` weights, so they are skipped; the other way round they are missing.
+    crf = heads.make_model("tagger_crf")
+    kbert.save_google_checkpoint(crf, str(tmp_path / "crf" / "bert_model.ckpt"))
+    plain = kbert.BertTokenClassifier.from_google_checkpoint(str(tmp_path / "crf"), 5)
+    np.testing.assert_array_equal(plain.output_dense.kernel.numpy(),
+                                  crf.output_dense.kernel.numpy())
+    kbert.save_google_checkpoint(plain, str(tmp_path / "plain" / "bert_model.ckpt"))
+    with pytest.raises(ValueError, match=r"missing from the checkpoint \(3\):\n.*"
+                                         r"cls/ner/crf/transitions"):
+        kbert.BertTokenClassifier.from_google_checkpoint(str(tmp_path / "plain"), 5,
+                                                         use_crf=True)
