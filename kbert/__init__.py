@@ -10,6 +10,7 @@ from kbert.layers.embeddings import BertEmbeddings
 from kbert.layers.transformer import BertTransformerLayer
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
+from kbert.models.precision import with_compute_dtype
 from kbert.models.pretrainer import BertPretrainer
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.models.tagger import BertTokenClassifier
@@ -24,5 +25,5 @@ __all__ = [
     "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier", "BertTransformerLayer",
     "FullTokenizer",
     "GoogleCheckpoint", "convert_google_to_huggingface", "convert_huggingface_to_google",
-    "create_optimizer", "export_saved_model", "save_google_checkpoint",
+    "create_optimizer", "export_saved_model", "save_google_checkpoint", "with_compute_dtype",
 ]
