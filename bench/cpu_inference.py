@@ -8,7 +8,13 @@ in each --variants precision:
              float32 weights, bfloat16 matmuls (native with AVX512_BF16 or AMX, emulated
              otherwise: correct, usually slower)
   int8       Keras' dynamic-range int8 (`model.quantize("int8")`: int8 weights, activations
-             quantized per call) on a copy, where it runs; otherwise the row says why
+             quantized per call) on a copy, where it runs; otherwise the row says why.
+             (2026-11-24, Keras 3.15 / TF 2.21: it fails on kbert's layers, whose fused
+             attention and feed-forward matmuls read the float kernels directly; and where it
+             runs, e.g. on a plain Dense stack, TensorFlow lowers the int8 matmul to
+             BatchMatMulV3 with int32 output, about 3x the CPU time of float32 on this VM, so
+             it offers no speed-up here. TFLite's dynamic-range converter needs the token-id
+             signature, not raw strings, and `tf.lite.Interpreter` is deprecated.)
 
 Two paths, each interleaved over the variants in a rotating order, --repeats rounds:
 `predict` (the dev set pre-tokenized by `kbert.BertPreprocessor`, in --batch_size batches,
