@@ -16,14 +16,13 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 
-import tensorflow as tf
 from absl import app
 from absl import flags
 
+from bench.subprocess_stats import count_records
+from bench.subprocess_stats import run
 from kbert.data import corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,27 +51,6 @@ def common_flags(text, output, vocab):
             "--do_lower_case=true", "--max_seq_length=128", "--max_predictions_per_seq=20",
             "--masked_lm_prob=0.15", "--short_seq_prob=0.1", f"--dupe_factor={_DUPE.value}",
             "--random_seed=12345"]
-
-
-def run(command, env=None):
-    """Runs `command`; returns (returncode, wall s, cpu s, peak RSS MiB, output tail)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                            cwd=ROOT)
-    output = []
-    for line in proc.stdout:  # drain while it runs
-        output.append(line.decode(errors="replace"))
-        del output[:-20]
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - start
-    return (proc.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
-            "".join(output))
-
-
-def count_records(pattern):
-    files = sorted(f for f in glob.glob(pattern) if not f.endswith("_meta.json"))
-    return sum(1 for _ in tf.data.TFRecordDataset(files)) if files else 0
 
 
 def main(argv):
@@ -105,7 +83,7 @@ def main(argv):
             else:
                 command = [sys.executable, "-m", "bert.create_pretraining_data",
                            *common_flags(source, output, vocab)]
-            code, wall, cpu, rss, tail = run(command, env)
+            code, wall, cpu, rss, tail = run(command, cwd=ROOT, env=env)
             if code:
                 raise RuntimeError(f"{' '.join(command)} failed ({code}):\n{tail}")
             instances = count_records(output + "*")

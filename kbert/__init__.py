@@ -15,6 +15,7 @@ from kbert.layers.embeddings import BertEmbeddings
 from kbert.layers.transformer import BertTransformerLayer
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
+from kbert.models.precision import with_compute_dtype
 from kbert.models.pretrainer import BertPretrainer
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.models.tagger import BertTokenClassifier
@@ -30,6 +31,5 @@ __all__ = [
     "FullTokenizer",
     "GoogleCheckpoint", "convert_google_to_huggingface", "convert_huggingface_to_google",
     "convert", "create_optimizer", "export_saved_model", "list_presets", "load_model",
-    "resolve_release", "save_model",
-    "save_google_checkpoint",
+    "resolve_release", "save_model", "save_google_checkpoint", "with_compute_dtype",
 ]

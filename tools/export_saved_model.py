@@ -33,6 +33,8 @@ _PAIR = flags.DEFINE_bool("text_pair", False, "The classifier or encoder takes t
 _MAX_QUERY = flags.DEFINE_integer("max_query_length", 64, "Span labeler: question pieces.")
 _MAX_ANSWER = flags.DEFINE_integer("max_answer_length", 30, "Span labeler: answer pieces.")
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace a non-empty --export_dir.")
+_DTYPE = flags.DEFINE_enum("compute_dtype", "float32", ["float32", "bfloat16", "float16"],
+                           "Serving compute dtype (bfloat16: AVX512_BF16/AMX CPUs).")
 
 
 def main(argv):
@@ -50,7 +52,7 @@ def main(argv):
             model, _EXPORT_DIR.value, vocab_file, do_lower_case=_LOWER.value,
             max_seq_length=_MAX_SEQ.value, label_names=_LABELS.value, text_pair=_PAIR.value,
             max_query_length=_MAX_QUERY.value, max_answer_length=_MAX_ANSWER.value,
-            overwrite=_OVERWRITE.value)
+            overwrite=_OVERWRITE.value, compute_dtype=_DTYPE.value)
     except (ValueError, TypeError, OSError) as e:
         raise app.UsageError(str(e)) from None
     logging.info("Exported %s to %s", type(model).__name__, export_dir)

@@ -14,6 +14,7 @@ import tensorflow as tf
 from kbert.export import serving
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
+from kbert.models.precision import with_compute_dtype
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.models.tagger import BertTokenClassifier
 from kbert.tokenization import vocab as vocab_lib
@@ -27,7 +28,7 @@ _TASKS = (("span_labeler", BertSpanLabeler), ("classifier", BertClassifier),
 def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
                        max_seq_length=128, never_split=None, label_names=None,
                        text_pair=False, max_query_length=64, max_answer_length=30,
-                       null_score_diff_threshold=0.0, overwrite=False):
+                       null_score_diff_threshold=0.0, overwrite=False, compute_dtype="float32"):
     """Writes `model` as a SavedModel with a raw-text and a token-id serving signature.
 
     `serving_default` takes string tensors [batch]: `text` (or `text_a` and `text_b` with
@@ -79,6 +80,9 @@ def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
         null_score_diff_threshold: float. Span labeler with `allow_null`: answer "" when the
             [CLS] score exceeds the best span's by more than this. Defaults to 0.0.
         overwrite: bool. Replace a non-empty `export_dir`. Defaults to False.
+        compute_dtype: str. "float32", or "bfloat16" (or "float16") to serve a copy that
+            computes in that dtype with the same float32 weights (see
+            `kbert.with_compute_dtype`); outputs stay float32. Defaults to "float32".
 
     Returns:
         str, the absolute path of the SavedModel directory.
@@ -110,6 +114,7 @@ def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
                          f"vocabulary_size {encoder.vocabulary_size}")
     if never_split is None:
         never_split = vocab_lib.load_added_tokens(vocab_file)
+    model = with_compute_dtype(model, compute_dtype)
     with tempfile.TemporaryDirectory(prefix="kbert-export-assets-") as asset_dir:
         assets = {"vocab": _write_lines(asset_dir, "vocab.txt", vocab.tokens)}
         if never_split:

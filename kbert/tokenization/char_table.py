@@ -23,9 +23,12 @@ SavedModels and tf.data):
 """
 
 import functools
+import sys
 import unicodedata
 
 import numpy as np
+
+from kbert.tokenization import disk_cache
 
 OTHER, SPACE, DELETE, CJK = 0, 1, 2, 3
 KIND_MASK = 0b11
@@ -65,7 +68,10 @@ def is_cjk(code_points):
 
 @functools.lru_cache(maxsize=2)
 def build_char_table(do_lower_case):
-    """The table for one casing mode, from this Python's `unicodedata` (about 1 s; cached).
+    """The table for one casing mode, from this Python's `unicodedata`.
+
+    About 1 s to compute, so it is kept in memory and on disk (see `disk_cache`), keyed by
+    the Unicode version and this module's source.
 
     Args:
         do_lower_case: bool. Uncased (lower-case and strip accents) or cased.
@@ -74,6 +80,14 @@ def build_char_table(do_lower_case):
         (block_starts, blocks, expansions): int32 arrays. The entry of code point `cp` is
         `blocks[block_starts[cp >> 8] + (cp & 255)]`; expansions [expansion code points].
     """
+    key = (f"unicode {unicodedata.unidata_version} lower {do_lower_case} "
+           f"source {disk_cache.source_digest(sys.modules[__name__])}")
+    return disk_cache.cached_arrays(f"char_table_{'uncased' if do_lower_case else 'cased'}",
+                                    key, lambda: compute_char_table(do_lower_case))
+
+
+def compute_char_table(do_lower_case):
+    """`build_char_table` without the caches."""
     properties = _properties()
     kind, punctuation = properties["kind"], properties["punctuation"]
     produces = (kind == OTHER) | (kind == CJK)

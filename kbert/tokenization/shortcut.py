@@ -17,6 +17,7 @@ non-whitespace characters (at most 4 bytes each), so the byte limit cannot bite 
 """
 
 import functools
+import sys
 import unicodedata
 
 import numpy as np
@@ -24,6 +25,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from kbert.tokenization import char_table
+from kbert.tokenization import disk_cache
 
 # Latin, IPA, Greek, Cyrillic, Armenian, Hebrew, Latin and Greek extended, general punctuation,
 # super/subscripts, currency, letter-like symbols, number forms, arrows: the non-ASCII
@@ -46,7 +48,22 @@ def fast_text_pattern(do_lower_case):
 
 @functools.lru_cache(maxsize=2)
 def safe_characters(do_lower_case):
-    """Sorted code points, beyond ASCII, that FastBertTokenizer treats as Google does."""
+    """Sorted code points, beyond ASCII, that FastBertTokenizer treats as Google does.
+
+    The probe takes about a second, so its result is kept on disk (see `disk_cache`), keyed
+    by the Unicode, TensorFlow and tensorflow-text versions and this code.
+    """
+    key = (f"unicode {unicodedata.unidata_version} tf {tf.__version__} "
+           f"tf_text {tf_text.__version__} lower {do_lower_case} source "
+           f"{disk_cache.source_digest(sys.modules[__name__], char_table)}")
+    (safe,) = disk_cache.cached_arrays(
+        f"fast_tokenizer_safe_{'uncased' if do_lower_case else 'cased'}", key,
+        lambda: (np.array(probe_safe_characters(do_lower_case), np.int64),))
+    return safe.tolist()
+
+
+def probe_safe_characters(do_lower_case):
+    """`safe_characters` without the caches: runs the probe."""
     tables = char_table.build_char_table(do_lower_case)
     candidates = np.concatenate([np.arange(first, last + 1)
                                  for first, last in _CANDIDATE_RANGES])

@@ -64,3 +64,15 @@ def test_unknown_model_type(tool, tmp_path):
     with pytest.raises(app.UsageError, match="Unexpected arguments"):
         tool(f"--model={tmp_path / 'dense.keras'}", f"--export_dir={tmp_path / 'out'}", "x")
     assert not (tmp_path / "out").exists()
+
+
+def test_compute_dtype_bfloat16(tool, tiny_google_dir, tmp_path):
+    tool(f"--model={tiny_google_dir}", f"--export_dir={tmp_path / 'fp32'}", "--max_seq_length=8")
+    tool(f"--model={tiny_google_dir}", f"--export_dir={tmp_path / 'bf16'}", "--max_seq_length=8",
+         "--compute_dtype=bfloat16")
+    texts = tf.constant(["he said that it was", "the end"])
+    full, half = (tf.saved_model.load(str(tmp_path / name)).signatures["serving_default"](
+        text=texts)["pooled_output"].numpy() for name in ("fp32", "bf16"))
+    assert half.dtype == np.float32
+    np.testing.assert_allclose(half, full, atol=0.05)  # bfloat16 rounding, not another model
+    assert not np.array_equal(half, full)  # and it did compute in bfloat16
