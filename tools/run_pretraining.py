@@ -8,8 +8,9 @@ none). --input_format=text (one sentence per line, blank lines between documents
 --pair_task=nsp|sop|none picks next-sentence, ALBERT's sentence-order, or no second task.
 The vocab comes from --vocab_file, else beside --init_checkpoint or --bert_config_file.
 Every --save_checkpoints_steps steps the run backs itself up (an interrupted run resumes
-when started again with the same flags) and writes OUTPUT_DIR/pretrainer.keras; at the end OUTPUT_DIR/model.ckpt-NUM_TRAIN_STEPS is a Google
-checkpoint with bert_config.json and vocab.txt beside it.
+when started again with the same flags) and writes OUTPUT_DIR/pretrainer.keras; at the end
+OUTPUT_DIR/model.ckpt-NUM_TRAIN_STEPS is a Google checkpoint with bert_config.json and
+vocab.txt beside it.
 
   python tools/run_pretraining.py --input_file='out/train.tfrecord-*' --output_dir=pretrained \\
       --bert_config_file=bert_config.json --vocab_file=vocab.txt --train_batch_size=32 \\
