@@ -12,8 +12,8 @@ The online front end of the rules in `kbert.data.pretraining` (the offline one i
    as the offline tool's `dupe_factor` passes do. A `tf.numpy_function`, since Google's
    pairing walks sentences one by one with data-dependent draws (no array form).
 4. Masking in the graph (`mask_batch`), after batching, with stateless random ops seeded by
-   (seed, worker, batch index), so the same seed gives the same masks and each epoch (each
-   batch) new ones.
+   (seed, worker, batch index), so the same seed (and batch size) gives the same masks and
+   each epoch (each batch) new ones.
 
 Why masking by hand and not keras-hub's `MaskedLMMaskGenerator` (or `tf_text.mask_language_model`,
 which it wraps): it picks `ceil(rate * selectable)` items where Google picks
@@ -164,15 +164,17 @@ def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp
 
 def write_text_records(files, output_file, vocab_file, *, config=None, pair_task="nsp",
                        input_format="text", do_lower_case=True, seed=12345, chunk_bytes=1 << 20,
-                       skip_bad_lines=False):
+                       skip_bad_lines=False, batch_size=4096):
     """Writes this pipeline's instances as one TFRecord file in Google's schema, plus its
     `*_meta.json` (readable by `kbert.data.pretraining_dataset` and Google's input_fn).
 
-    `config.dupe_factor` epochs are written, each paired and masked anew; the arguments are
-    `pretraining_text_dataset`'s. Returns the number of instances written.
+    `config.dupe_factor` epochs are written, each paired and masked anew, unshuffled; the
+    arguments are `pretraining_text_dataset`'s, and `batch_size` (instances masked at once:
+    the masks follow from seed and batch size; default 4096). Returns the number of instances
+    written.
     """
     config = config or pretraining.PretrainingDataConfig()
-    ds = text_instances(files, vocab_file, 4096, config=config, pair_task=pair_task,
+    ds = text_instances(files, vocab_file, batch_size, config=config, pair_task=pair_task,
                         input_format=input_format, do_lower_case=do_lower_case, seed=seed,
                         epochs=config.dupe_factor, chunk_bytes=chunk_bytes, shuffle_buffer=0,
                         skip_bad_lines=skip_bad_lines, drop_remainder=False)
