@@ -106,8 +106,10 @@ def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp
                          f"{input_format!r}")
     if epochs is not None and epochs < 1:
         raise ValueError(f"epochs must be positive or None, got {epochs}")
-    vocab_tokens = tokenization.load_vocab(vocab_file).tokens
-    vocab = pretraining.Vocab.from_tokens(vocab_tokens)
+    try:
+        vocab = pretraining.Vocab.from_tokens(tokenization.load_vocab(vocab_file).tokens)
+    except ValueError as e:
+        raise ValueError(f"{vocab_file}: {e}") from None
     byte_range = _worker_range(corpus.list_input_files(files), input_context)
     worker = byte_range.index
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
@@ -115,8 +117,14 @@ def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp
     def chunks():
         documents = corpus.read_documents(byte_range, input_format,
                                           skip_bad_lines=skip_bad_lines)
+        empty = True
         for chunk in pretraining_data.chunk_documents(documents, chunk_bytes):
+            empty = False
             yield [s for d in chunk for s in d], [len(d) for d in chunk]
+        if empty:  # else an endless repeat would wait forever for a first instance
+            raise ValueError(f"{files}: no document with text in bytes {byte_range.start} to "
+                             f"{byte_range.end} (input_format={input_format!r}, worker "
+                             f"{worker})")
 
     text = tf.data.Dataset.from_generator(chunks, output_signature=(
         tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64)))

@@ -247,3 +247,14 @@ def test_dataset_feeds_the_pretrainer_shapes(wiki_sample, vocab_file):
     assert sorted(labels) == sorted(weights) == ["mlm_logits"]
     with pytest.raises(ValueError, match="pair_task"):
         pretraining_text.pretraining_text_dataset(wiki_sample, vocab_file, 8, pair_task="mlm")
+
+
+def test_input_without_text_fails_instead_of_waiting(vocab_file, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n\n", encoding="utf-8")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="empty.txt: no document with text"):
+        next(iter(pretraining_text.pretraining_text_dataset(str(empty), vocab_file, 4)))
+    bad_vocab = tmp_path / "vocab.txt"
+    bad_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"vocab.txt: vocabulary lacks \[MASK\]"):
+        pretraining_text.pretraining_text_dataset(str(empty), str(bad_vocab), 4)
