@@ -106,10 +106,7 @@ def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp
                          f"{input_format!r}")
     if epochs is not None and epochs < 1:
         raise ValueError(f"epochs must be positive or None, got {epochs}")
-    try:
-        vocab = pretraining.Vocab.from_tokens(tokenization.load_vocab(vocab_file).tokens)
-    except ValueError as e:
-        raise ValueError(f"{vocab_file}: {e}") from None
+    vocab = pretraining.Vocab.from_tokens(tokenization.load_vocab(vocab_file).tokens)
     byte_range = _worker_range(corpus.list_input_files(files), input_context)
     worker = byte_range.index
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)

@@ -256,5 +256,5 @@ def test_input_without_text_fails_instead_of_waiting(vocab_file, tmp_path):
         next(iter(pretraining_text.pretraining_text_dataset(str(empty), vocab_file, 4)))
     bad_vocab = tmp_path / "vocab.txt"
     bad_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"vocab.txt: vocabulary lacks \[MASK\]"):
+    with pytest.raises(ValueError, match=r"vocab.txt: missing special token\(s\) \[MASK\]"):
         pretraining_text.pretraining_text_dataset(str(empty), str(bad_vocab), 4)
