@@ -119,7 +119,9 @@ class BertPretrainer(keras.Model):
                 raise
             raise ValueError(f"{e}\n  The checkpoint has no (or incomplete) pretraining heads; "
                              "to continue pretraining from its encoder with new heads, pass "
-                             "heads='fresh' (run_pretraining.py: --init_heads=fresh)") from None
+                             "heads='fresh' (run_pretraining.py: --init_heads=fresh); a "
+                             "masked-LM-only checkpoint (no cls/seq_relationship) loads with "
+                             "sentence_head=False (--pair_task=none)") from None
         return model
 
     def get_config(self):
