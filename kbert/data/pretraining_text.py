@@ -140,13 +140,15 @@ def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp
         for tensor, name in zip(packed, _PACKED, strict=True):
             width = {"lengths": None, "next_sentence_labels": 1}.get(name, config.max_seq_length)
             tensor.set_shape([None] if width is None else [None, width])
-        return tf.data.Dataset.from_tensor_slices(dict(zip(_PACKED, packed, strict=True)))
+        return dict(zip(_PACKED, packed, strict=True))
 
     ds = tf.data.Dataset.counter()
     ds = ds.take(epochs) if epochs is not None else ds
     ds = ds.flat_map(epoch_chunks)
     ds = ds.map(tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    ds = ds.flat_map(pair_and_pack)
+    # In parallel with the tokenization of the next chunks and the masking of earlier ones.
+    ds = ds.map(pair_and_pack, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.flat_map(tf.data.Dataset.from_tensor_slices)
     if shuffle_buffer:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder).enumerate()
