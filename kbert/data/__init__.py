@@ -4,6 +4,8 @@ from kbert.data.features import PRETRAINING_FEATURES
 from kbert.data.pretraining import PretrainingDataConfig
 from kbert.data.pretraining_data import create_pretraining_data
 from kbert.data.pretraining_input import pretraining_dataset
+from kbert.data.pretraining_text import pretraining_text_dataset
+from kbert.data.pretraining_text import write_text_records
 
 __all__ = ["PRETRAINING_FEATURES", "PretrainingDataConfig", "create_pretraining_data",
-           "pretraining_dataset"]
+           "pretraining_dataset", "pretraining_text_dataset", "write_text_records"]

@@ -140,6 +140,14 @@ class Vocab(typing.NamedTuple):
                    np.array([t.startswith("##") for t in tokens], bool))
 
 
+# What the second segment teaches: "nsp", Google's next-sentence prediction (B is a random
+# span of another document half the time, label 1); "sop", ALBERT's sentence-order prediction
+# (B follows A, swapped half the time, label 1); "none", masked LM only (B follows A).
+# As ALBERT's create_pretraining_data.py, a one-sentence chunk takes a random B under every
+# task, since it has no second sentence to pair with.
+PAIR_TASKS = ("nsp", "sop", "none")
+
+
 def create_instances(documents, config, vocab, rng, batch_size=4096):
     """Yields batches of pretraining instances as numpy arrays with Google's feature names.
 
@@ -160,15 +168,20 @@ def create_instances(documents, config, vocab, rng, batch_size=4096):
                                 documents.word_continues)
 
 
-def shuffled_spans(documents, config, rng):
+def shuffled_spans(documents, config, rng, pair_task="nsp"):
     """The first half of `create_instances`: every instance's A and B spans, shuffled.
 
+    Args:
+        pair_task: str. One of `PAIR_TASKS`. Defaults to "nsp".
+
     Returns five arrays [instances]: a_start, a_end, b_start, b_end (offsets into
-    `documents.ids`) and is_random_next.
+    `documents.ids`) and the label: is_random_next, or for "sop" is_swapped.
     """
+    if pair_task not in PAIR_TASKS:
+        raise ValueError(f"pair_task must be one of {PAIR_TASKS}, got {pair_task!r}")
     if documents.num_documents == 0:
         return [np.zeros(0, np.int64)] * 4 + [np.zeros(0, bool)]
-    spans = _pair_spans(documents, config, rng)
+    spans = _pair_spans(documents, config, rng, pair_task)
     order = rng.permutation(len(spans[0]))  # Google shuffles all instances
     return [s[order] for s in spans]
 
@@ -189,7 +202,7 @@ def _uniforms(rng, block=8192):
         yield from rng.random(block).tolist()
 
 
-def _pair_spans(documents, config, rng):
+def _pair_spans(documents, config, rng, pair_task="nsp"):
     """The (A, B) token spans of every instance, as Google's `create_instances_from_document`.
 
     Google walks a document one sentence at a time until the chunk reaches the target
@@ -204,6 +217,7 @@ def _pair_spans(documents, config, rng):
     max_num_tokens = config.max_seq_length - 3
     short_seq_prob = config.short_seq_prob
     rand = _uniforms(rng).__next__  # randint(lo, hi) below is lo + int(rand() * (hi - lo + 1))
+    random_next, swap = pair_task == "nsp", pair_task == "sop"
     spans, is_random = [], []
     add_span, add_random = spans.append, is_random.append
     for _ in range(config.dupe_factor):
@@ -218,7 +232,7 @@ def _pair_spans(documents, config, rng):
                 i = bisect.bisect_left(offsets, offsets[chunk] + target, chunk + 1, last) - 1
                 n = i - chunk + 1
                 split = chunk + (1 + int(rand() * (n - 1)) if n >= 2 else 1)
-                if n == 1 or rand() < 0.5:
+                if n == 1 or (random_next and rand() < 0.5):
                     target_b = target - (offsets[split] - offsets[chunk])
                     for _ in range(10):
                         r = int(rand() * num_documents)
@@ -230,6 +244,10 @@ def _pair_spans(documents, config, rng):
                     add_span((offsets[chunk], offsets[split], offsets[j], offsets[end]))
                     add_random(True)
                     chunk = split  # put the unused sentences back
+                elif swap and rand() < 0.5:  # ALBERT's sentence order: B A, label 1
+                    add_span((offsets[split], offsets[i + 1], offsets[chunk], offsets[split]))
+                    add_random(True)
+                    chunk = i + 1
                 else:
                     add_span((offsets[chunk], offsets[split], offsets[split], offsets[i + 1]))
                     add_random(False)
@@ -251,6 +269,39 @@ def _truncated_lengths(len_a, len_b, max_num_tokens):
 
 
 def _make_batch(ids, spans, config, vocab, rng, word_continues=None):
+    packed = pack_pairs(ids, spans, config, vocab, rng, word_continues)
+    positions, labels, weights, masked = mask_tokens(
+        packed["tokens"], packed["candidates"], packed["lengths"], config, vocab, rng,
+        packed["word_continues"])
+    return {
+        "input_ids": masked,
+        "input_mask": packed["input_mask"],
+        "segment_ids": packed["segment_ids"],
+        "masked_lm_positions": positions,
+        "masked_lm_ids": labels,
+        "masked_lm_weights": weights,
+        "next_sentence_labels": packed["next_sentence_labels"],
+    }
+
+
+def pack_pairs(ids, spans, config, vocab, rng, word_continues=None):
+    """Truncates A and B as Google's `truncate_seq_pair` and packs `[CLS] A [SEP] B [SEP]`.
+
+    Args:
+        ids: int32 [tokens]. The documents' token ids (`TokenizedDocuments.ids`).
+        spans: the five arrays of `shuffled_spans`, [batch] each.
+        config: `PretrainingDataConfig`.
+        vocab: `Vocab`.
+        rng: `np.random.Generator`. Draws which end each truncated token comes off.
+        word_continues: bool [tokens] or None. Whether each token continues the word before
+            it (Chinese whole-word masking, `TokenizedDocuments.word_continues`).
+
+    Returns:
+        dict of numpy arrays: tokens int32, candidates bool (maskable: not [CLS], [SEP], pad),
+        input_mask and segment_ids int8 [batch, max_seq_length]; lengths int32 [batch];
+        next_sentence_labels int32 [batch, 1]; word_continues bool [batch, max_seq_length]
+        (maskable tokens only) or None.
+    """
     a_start, a_end, b_start, b_end, is_random = spans
     length = config.max_seq_length
     len_a, len_b = _truncated_lengths(a_end - a_start, b_end - b_start, length - 3)
@@ -275,16 +326,14 @@ def _make_batch(ids, spans, config, vocab, rng, word_continues=None):
     tokens[rows, total[:, 0] - 1] = vocab.sep_id
     continues = None if word_continues is None else (
         word_continues.take(np.where(candidates, source, 0)) & candidates)
-    positions, labels, weights, masked = mask_tokens(
-        tokens, candidates, total[:, 0], config, vocab, rng, continues)
     return {
-        "input_ids": masked,
+        "tokens": tokens,
+        "candidates": candidates,
+        "lengths": total[:, 0],
         "input_mask": (pos < total).view(np.int8),
         "segment_ids": (in_b | (pos == total - 1)).view(np.int8),
-        "masked_lm_positions": positions,
-        "masked_lm_ids": labels,
-        "masked_lm_weights": weights,
         "next_sentence_labels": is_random.astype(np.int32)[:, None],
+        "word_continues": continues,
     }
 
 

@@ -252,7 +252,7 @@ def write_shard(job, progress=None):
     if progress:
         progress.begin(byte_range)
     with records.record_writer(job.path) as writer:
-        chunks = _chunks(corpus.read_documents(
+        chunks = chunk_documents(corpus.read_documents(
             byte_range, job.input_format, skip_bad_lines=job.skip_bad_lines,
             on_bytes=progress.add_bytes if progress else None), job.chunk_bytes)
 
@@ -365,7 +365,7 @@ def _in_background(iterable, depth=1):
         thread.join()
 
 
-def _chunks(documents, chunk_bytes):
+def chunk_documents(documents, chunk_bytes):
     """Groups documents (lists of sentences) into lists of about `chunk_bytes` of text."""
     chunk, size = [], 0
     for document in documents:

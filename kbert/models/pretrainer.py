@@ -2,6 +2,7 @@
 
 import keras
 import keras_nlp
+from absl import logging
 
 from kbert import checkpoints
 from kbert.layers.embeddings import LAYER_NORM_EPSILON
@@ -15,17 +16,20 @@ class BertPretrainer(keras.Model):
 
     The masked-LM head is dense + `hidden_act` + LayerNorm, then the word-embedding table
     (tied, not copied) plus an output bias; the next-sentence head is a dense layer with two
-    outputs on the pooled output (label 1 = random next sentence, as Google).
+    outputs on the pooled output (label 1 = random next sentence, as Google; for ALBERT's
+    sentence-order prediction the same head, label 1 = swapped order).
 
     Args:
         encoder: `kbert.BertEncoder`. Its word table becomes the MLM output kernel.
+        sentence_head: bool. Build the next-sentence (or sentence-order) head; False for
+            masked-LM-only pretraining. Defaults to True.
 
     Inputs (dict of int32): token_ids, segment_ids, padding_mask [batch, seq];
         mask_positions [batch, predictions], indices into seq.
 
     Outputs (dict):
         mlm_logits: [batch, predictions, vocab].
-        nsp_logits: [batch, 2].
+        nsp_logits: [batch, 2] (with `sentence_head` only).
 
     Example:
     ```python
@@ -34,7 +38,9 @@ class BertPretrainer(keras.Model):
     ```
     """
 
-    def __init__(self, encoder, dtype=None, **kwargs):
+    HEADS = ("checkpoint", "fresh")  # where `from_google_checkpoint` takes the heads from
+
+    def __init__(self, encoder, sentence_head=True, dtype=None, **kwargs):
         initializer = keras.initializers.TruncatedNormal(stddev=encoder.initializer_range)
         dtype = dtype or encoder.dtype_policy
 
@@ -52,7 +58,8 @@ class BertPretrainer(keras.Model):
         # bias would meet bfloat16/float16 logits; let it cast like every other layer.
         self.mlm_head.autocast = True
         self.nsp_head = keras.layers.Dense(
-            2, kernel_initializer=initializer, dtype=dtype, name="nsp_head")
+            2, kernel_initializer=initializer, dtype=dtype, name="nsp_head") if (
+            sentence_head) else None
 
         # === Functional graph ===
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
@@ -62,10 +69,15 @@ class BertPretrainer(keras.Model):
         outputs = {
             "mlm_logits": keras.layers.Activation("linear", dtype="float32", name="mlm_logits")(
                 self.mlm_head(encoded["sequence_output"], mask_positions=inputs["mask_positions"])),
-            "nsp_logits": keras.layers.Activation("linear", dtype="float32", name="nsp_logits")(
-                self.nsp_head(encoded["pooled_output"])),
         }
+        if sentence_head:
+            outputs["nsp_logits"] = keras.layers.Activation(
+                "linear", dtype="float32", name="nsp_logits")(
+                self.nsp_head(encoded["pooled_output"]))
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+        # === Config ===
+        self.sentence_head = sentence_head
 
     @property
     def bert_config(self):
@@ -73,18 +85,43 @@ class BertPretrainer(keras.Model):
         return self.encoder.bert_config
 
     @classmethod
-    def from_google_checkpoint(cls, path, config=None, **kwargs):
-        """Builds encoder and heads and loads a Google checkpoint with `cls/*` heads.
+    def from_google_checkpoint(cls, path, config=None, heads="checkpoint", sentence_head=True,
+                               **kwargs):
+        """Builds encoder and heads and loads a Google checkpoint.
 
         Args:
             path: str. Release directory, training directory or checkpoint prefix.
             config: `BertConfig` or path of a `bert_config.json`. Defaults to the one beside
                 the checkpoint.
+            heads: str. "checkpoint": every weight, heads (`cls/*`) included, from the
+                checkpoint, strictly. "fresh": the encoder strictly from the checkpoint, the
+                heads new as Google's initializer makes them (truncated normal with
+                `initializer_range`, zero biases, the MLM output tied to the word table):
+                continued pretraining of an encoder-only release. Defaults to "checkpoint".
+            sentence_head: bool. See the class. Defaults to True.
             **kwargs: passed to `BertEncoder` (e.g. `dtype`).
         """
+        if heads not in cls.HEADS:
+            raise ValueError(f"heads must be one of {cls.HEADS}, got {heads!r}")
         source = checkpoints.GoogleCheckpoint.open(path, config)
-        model = cls(BertEncoder(**source.config.encoder_kwargs(), **kwargs))
-        checkpoints.load_google_weights(model, source)
+        model = cls(BertEncoder(**source.config.encoder_kwargs(), **kwargs),
+                    sentence_head=sentence_head)
+        if heads == "fresh":
+            checkpoints.load_google_weights(model.encoder, source)
+            logging.info("%s: encoder loaded; pretraining heads initialized fresh "
+                         "(truncated normal, stddev %s)", source.prefix,
+                         source.config.initializer_range)
+            return model
+        try:
+            checkpoints.load_google_weights(model, source)
+        except ValueError as e:
+            if "cls/" not in str(e):
+                raise
+            raise ValueError(f"{e}\n  The checkpoint has no (or incomplete) pretraining heads; "
+                             "to continue pretraining from its encoder with new heads, pass "
+                             "heads='fresh' (run_pretraining.py: --init_heads=fresh); a "
+                             "masked-LM-only checkpoint (no cls/seq_relationship) loads with "
+                             "sentence_head=False (--pair_task=none)") from None
         return model
 
     @classmethod
@@ -102,6 +139,7 @@ class BertPretrainer(keras.Model):
         # The encoder only: the heads are rebuilt and re-tied on load, never serialised apart.
         config = super().get_config()
         config["encoder"] = keras.layers.serialize(self.encoder)
+        config["sentence_head"] = self.sentence_head
         return config
 
     @classmethod

@@ -13,10 +13,15 @@ Files written to `output_dir`:
     train_results.json steps, seconds, examples per second and the last epoch's metrics.
     eval_results.txt   Google's "key = value" lines, when an eval input is given.
 
+Input: Google's pretraining TFRecords (`input_format="tfrecord"`), or raw text
+(`input_format="text"` or "wikiextractor") paired and masked on the fly by
+`kbert.data.pretraining_text_dataset`, a new mask every epoch, with `pair_task` "nsp", "sop"
+(ALBERT's sentence order, on the same two-way head) or "none" (masked LM only, no second head).
+
 Runs on one device or several (`distribution_strategy`), in mixed precision if asked; see
 `kbert.tasks.distribution`. `train_batch_size` is global: split over the replicas. With
 several workers each reads its share of the input files (give at least as many files as
-workers).
+workers), or of the raw text (one byte range each).
 """
 
 import collections
@@ -32,13 +37,18 @@ from absl import logging
 from kbert import io
 from kbert.checkpoints import tf1
 from kbert.config import BertConfig
+from kbert.data import corpus
+from kbert.data import pretraining
 from kbert.data import pretraining_input
+from kbert.data import pretraining_text
 from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
 from kbert.tasks import distribution
 from kbert.tasks import optimization
 
 MODEL_FILE = "pretrainer.keras"
+TFRECORD = "tfrecord"
+INPUT_FORMATS = (TFRECORD, *corpus.INPUT_FORMATS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,14 +56,27 @@ class PretrainingConfig:
     """One pretraining run, with the flag names and defaults of Google's run_pretraining.py.
 
     Args:
-        input_file: str. Pretraining TFRecords (comma-separated files or globs).
+        input_file: str. Pretraining TFRecords, or raw text (see `input_format`);
+            comma-separated files or globs.
         output_dir: str. Checkpoints, the backup and results go here.
         bert_config_file: str. The model to train from scratch; with `init_checkpoint`,
             defaults to the `bert_config.json` beside it.
         init_checkpoint: str. A Google checkpoint to continue from (release directory or
-            prefix), heads included when present. Defaults to None (random init).
-        vocab_file: str. Copied beside the final checkpoint. Defaults to the checkpoint's.
-        max_seq_length, max_predictions_per_seq: int. Default to the records' `*_meta.json`.
+            prefix). Defaults to None (random init).
+        init_heads: str. With `init_checkpoint`: "checkpoint" loads the pretraining heads
+            from it too (strictly), "fresh" starts them new (an encoder-only release).
+            Defaults to "checkpoint".
+        vocab_file: str. Tokenizes raw text; copied beside the final checkpoint. Defaults to
+            the `vocab.txt` beside `init_checkpoint`, else beside `bert_config_file`; a run
+            with none fails before training.
+        input_format: str. "tfrecord", or raw text: "text" (one sentence per line, blank
+            lines between documents) or "wikiextractor". Defaults to "tfrecord".
+        pair_task: str. Raw text only: "nsp", "sop" or "none". Defaults to "nsp".
+        max_seq_length, max_predictions_per_seq: int. Default to the records' `*_meta.json`
+            (TFRecords), or 128 and 20 (raw text).
+        masked_lm_prob, short_seq_prob: float. Raw text only. Default to 0.15 and 0.1.
+        do_whole_word_mask: bool. Raw text only. Defaults to False.
+        do_lower_case: bool. Raw text only. Defaults to True.
         train_batch_size: int. Defaults to 32.
         learning_rate: float. Peak AdamW learning rate. Defaults to 5e-5.
         num_train_steps: int. Defaults to 100000.
@@ -77,9 +100,16 @@ class PretrainingConfig:
     output_dir: str
     bert_config_file: str | None = None
     init_checkpoint: str | None = None
+    init_heads: str = "checkpoint"
     vocab_file: str | None = None
+    input_format: str = TFRECORD
+    pair_task: str = "nsp"
     max_seq_length: int | None = None
     max_predictions_per_seq: int | None = None
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    do_whole_word_mask: bool = False
+    do_lower_case: bool = True
     train_batch_size: int = 32
     learning_rate: float = 5e-5
     num_train_steps: int = 100000
@@ -100,50 +130,105 @@ class PretrainingConfig:
             raise ValueError("Give bert_config_file (train from scratch) or init_checkpoint")
         if self.num_train_steps < 1 or self.save_checkpoints_steps < 1:
             raise ValueError("num_train_steps and save_checkpoints_steps must be positive")
+        if self.input_format not in INPUT_FORMATS:
+            raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got "
+                             f"{self.input_format!r}")
+        if self.pair_task not in pretraining.PAIR_TASKS:
+            raise ValueError(f"pair_task must be one of {pretraining.PAIR_TASKS}, got "
+                             f"{self.pair_task!r}")
+        if self.input_format == TFRECORD and self.pair_task != "nsp":
+            raise ValueError(f"pair_task={self.pair_task!r} needs raw text input "
+                             "(input_format 'text' or 'wikiextractor'): TFRecords carry "
+                             "next-sentence labels")
+        if self.init_heads not in BertPretrainer.HEADS:
+            raise ValueError(f"init_heads must be one of {BertPretrainer.HEADS}, got "
+                             f"{self.init_heads!r}")
+
+    @property
+    def text_config(self):
+        """The `PretrainingDataConfig` of raw-text input."""
+        return pretraining.PretrainingDataConfig(
+            max_seq_length=self.max_seq_length or 128,
+            max_predictions_per_seq=self.max_predictions_per_seq or 20,
+            masked_lm_prob=self.masked_lm_prob, short_seq_prob=self.short_seq_prob,
+            do_whole_word_mask=self.do_whole_word_mask)
 
 
-def pretraining_losses():
+def resolve_vocab_file(config):
+    """The vocab of a run: `vocab_file`, else `vocab.txt` beside the checkpoint or the config.
+
+    Raises:
+        FileNotFoundError: none found (the output must be a release directory with a vocab,
+            and raw text needs one to tokenize), naming the places looked at.
+    """
+    if config.vocab_file:
+        if not os.path.isfile(config.vocab_file):
+            raise FileNotFoundError(f"{config.vocab_file}: vocab_file not found")
+        return config.vocab_file
+    candidates = []
+    if config.init_checkpoint:
+        path = config.init_checkpoint
+        candidates.append(os.path.join(path if os.path.isdir(path) else os.path.dirname(path),
+                                       tf1.VOCAB_FILE))
+    if config.bert_config_file:
+        candidates.append(os.path.join(os.path.dirname(config.bert_config_file),
+                                       tf1.VOCAB_FILE))
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            return candidate
+    raise FileNotFoundError(
+        f"no vocab.txt found (looked for {', '.join(candidates)}); pass vocab_file "
+        "(--vocab_file): the output is a Google release directory, which holds its vocab")
+
+
+def pretraining_losses(sentence_head=True):
     """Google's run_pretraining.py losses, keyed by `BertPretrainer` output.
 
     `mlm_logits`: cross-entropy summed over predictions weighted by `masked_lm_weights`,
-    divided by the sum of the weights; `nsp_logits`: mean cross-entropy. `fit` adds them.
+    divided by the sum of the weights; `nsp_logits` (with `sentence_head`): mean
+    cross-entropy. `fit` adds them.
     """
-    return {
-        "mlm_logits": keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, reduction="mean_with_sample_weight"),
-        "nsp_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-    }
+    losses = {"mlm_logits": keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction="mean_with_sample_weight")}
+    if sentence_head:
+        losses["nsp_logits"] = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    return losses
 
 
-def pretraining_metrics():
+def pretraining_metrics(sentence_head=True):
     """Accuracy of each head; as weighted metrics, MLM accuracy counts real predictions only.
 
-    Reported as `mlm_logits_accuracy` and `nsp_logits_accuracy`.
+    Reported as `mlm_logits_accuracy` and (with `sentence_head`) `nsp_logits_accuracy`.
     """
-    return {"mlm_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-            "nsp_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
+    return {name: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+            for name in pretraining_losses(sentence_head)}
 
 
 def compile_pretrainer(model, optimizer, jit_compile=False):
     """Compiles a `BertPretrainer` for `fit` on `kbert.data.pretraining_dataset` batches."""
     with model.distribute_strategy.scope():  # optimizer variables beside the model's
-        model.compile(optimizer=optimizer, loss=pretraining_losses(),
-                      weighted_metrics=pretraining_metrics(), jit_compile=jit_compile)
+        model.compile(optimizer=optimizer, loss=pretraining_losses(model.sentence_head),
+                      weighted_metrics=pretraining_metrics(model.sentence_head),
+                      jit_compile=jit_compile)
     return model
 
 
 def build_pretrainer(config):
     """The model to train and its vocab file: from `init_checkpoint`, or new from the config.
 
-    Built in the current strategy scope and dtype policy.
+    The second head follows `pair_task` ("none": none). Built in the current strategy scope
+    and dtype policy.
     """
+    sentence_head = config.pair_task != "none"
+    vocab_file = resolve_vocab_file(config)
     if config.init_checkpoint:
-        source = tf1.GoogleCheckpoint.open(config.init_checkpoint, config.bert_config_file)
-        model = BertPretrainer(BertEncoder(**source.config.encoder_kwargs()))
-        tf1.load_google_weights(model, source)
-        return model, config.vocab_file or source.vocab_file
+        model = BertPretrainer.from_google_checkpoint(
+            config.init_checkpoint, config.bert_config_file, heads=config.init_heads,
+            sentence_head=sentence_head)
+        return model, vocab_file
     bert_config = BertConfig.from_json_file(config.bert_config_file)
-    return BertPretrainer(BertEncoder(**bert_config.encoder_kwargs())), config.vocab_file
+    return BertPretrainer(BertEncoder(**bert_config.encoder_kwargs()),
+                          sentence_head=sentence_head), vocab_file
 
 
 def epoch_steps(num_train_steps, save_checkpoints_steps):
@@ -162,6 +247,7 @@ def run_pretraining(config):
         dict with "train" (steps, seconds, examples per second, last metrics), "checkpoint"
         (the Google checkpoint prefix) and, with an eval input, "eval".
     """
+    resolve_vocab_file(config)  # fail before any work
     # First: a multi-worker strategy must exist before TensorFlow runs an op.
     strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
     with distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
@@ -174,10 +260,7 @@ def _run_pretraining(config, strategy):
     out = distribution.worker_output_dir(config.output_dir, strategy)
     os.makedirs(out, exist_ok=True)
     model, vocab_file = build_pretrainer(config)
-    # Input files are sharded over workers (TensorFlow's AUTO policy: by file).
-    dataset = pretraining_input.pretraining_dataset(
-        config.input_file, config.train_batch_size, max_seq_length=config.max_seq_length,
-        max_predictions_per_seq=config.max_predictions_per_seq, seed=config.seed)
+    dataset = training_dataset(config, strategy, vocab_file)
     optimizer = optimization.create_optimizer(
         config.learning_rate, config.num_train_steps, config.num_warmup_steps)
     compile_pretrainer(model, optimizer, jit_compile=config.jit_compile)
@@ -197,14 +280,14 @@ def _run_pretraining(config, strategy):
         "steps_this_run": trained,
         "seconds": round(seconds, 1),
         "examples_per_second": round(trained * config.train_batch_size / max(seconds, 1e-9), 1),
-        **{k: float(v[-1]) for k, v in history.history.items()},
+        **_named_metrics(model, {k: float(v[-1]) for k, v in history.history.items()}),
     }}
     prefix = os.path.join(out, f"model.ckpt-{config.num_train_steps}")
     tf1.save_google_checkpoint(model, prefix, vocab_file=vocab_file)
     results["checkpoint"] = prefix
     logging.info("Google checkpoint written: %s", prefix)
     if config.eval_input_file:
-        results["eval"] = evaluate(model, config)
+        results["eval"] = evaluate(model, config, vocab_file)
         with io.atomic_write(os.path.join(out, "eval_results.txt")) as f:
             for key in sorted(results["eval"]):
                 f.write(f"{key} = {results['eval'][key]}\n")
@@ -213,20 +296,61 @@ def _run_pretraining(config, strategy):
     return results
 
 
-def evaluate(model, config):
-    """Google's eval metric names over `max_eval_steps` batches of the eval input, in order."""
-    dataset = pretraining_input.pretraining_dataset(
-        config.eval_input_file, config.eval_batch_size, max_seq_length=config.max_seq_length,
-        max_predictions_per_seq=config.max_predictions_per_seq, shuffle=False, repeat=True)
+def training_dataset(config, strategy, vocab_file):
+    """The training input: TFRecords sharded by file (TensorFlow's AUTO policy), or raw text,
+    one byte range per input pipeline (`distribute_datasets_from_function`)."""
+    if config.input_format == TFRECORD:
+        return pretraining_input.pretraining_dataset(
+            config.input_file, config.train_batch_size, max_seq_length=config.max_seq_length,
+            max_predictions_per_seq=config.max_predictions_per_seq, seed=config.seed)
+
+    def dataset_fn(input_context):
+        return pretraining_text.pretraining_text_dataset(
+            config.input_file, vocab_file,
+            input_context.get_per_replica_batch_size(config.train_batch_size),
+            config=config.text_config, pair_task=config.pair_task,
+            input_format=config.input_format, do_lower_case=config.do_lower_case,
+            seed=config.seed, input_context=input_context)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def evaluate(model, config, vocab_file=None):
+    """Google's eval metric names over `max_eval_steps` batches of the eval input, in order.
+
+    Raw-text eval input is paired and masked with `seed` (the same every run).
+    """
+    if config.input_format == TFRECORD:
+        dataset = pretraining_input.pretraining_dataset(
+            config.eval_input_file, config.eval_batch_size,
+            max_seq_length=config.max_seq_length,
+            max_predictions_per_seq=config.max_predictions_per_seq, shuffle=False, repeat=True)
+    else:
+        dataset = pretraining_text.pretraining_text_dataset(
+            config.eval_input_file, vocab_file or resolve_vocab_file(config),
+            config.eval_batch_size, config=config.text_config, pair_task=config.pair_task,
+            input_format=config.input_format, do_lower_case=config.do_lower_case,
+            seed=config.seed, shuffle_buffer=0)
     metrics = model.evaluate(dataset, steps=config.max_eval_steps, return_dict=True, verbose=0)
-    return {
+    metrics = _named_metrics(model, metrics)
+    results = {
         "masked_lm_accuracy": metrics["mlm_logits_accuracy"],
         "masked_lm_loss": metrics["mlm_logits_loss"],
-        "next_sentence_accuracy": metrics["nsp_logits_accuracy"],
-        "next_sentence_loss": metrics["nsp_logits_loss"],
         "loss": metrics["loss"],
         "global_step": distribution.global_step(model),
     }
+    if model.sentence_head:
+        results["next_sentence_accuracy"] = metrics["nsp_logits_accuracy"]
+        results["next_sentence_loss"] = metrics["nsp_logits_loss"]
+    return results
+
+
+def _named_metrics(model, metrics):
+    """Metrics under their per-output names, which Keras leaves out for a single output."""
+    if model.sentence_head:
+        return metrics
+    return {"loss": metrics["loss"], "mlm_logits_loss": metrics["loss"],
+            "mlm_logits_accuracy": metrics["accuracy"]}
 
 
 def unigram_accuracy(file_pattern, max_batches=None, **kwargs):

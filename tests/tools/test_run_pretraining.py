@@ -1,6 +1,7 @@
 import json
 import math
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -63,3 +64,62 @@ def test_mirrored_with_xla(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     train = json.loads((tmp_path / "out" / "train_results.json").read_text())["train"]
     assert train["global_step"] == 2 and math.isfinite(train["loss"])
+
+
+def run_tool(*flags):
+    # This checkout's kbert, not whichever one the environment has installed.
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    return subprocess.run([sys.executable, TOOL, *flags], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PYTHONPATH=root))
+
+
+TEXT_FLAGS = (f"--input_file={WIKI_SAMPLE}", "--input_format=wikiextractor",
+              "--max_seq_length=16", "--max_predictions_per_seq=3", "--train_batch_size=4",
+              "--num_train_steps=2", "--num_warmup_steps=1")
+
+
+@pytest.mark.slow
+def test_continues_from_raw_text_on_a_release_without_heads(tiny_google_dir, tmp_path):
+    # The release has an encoder only: the strict default fails and names the option.
+    failed = run_tool(*TEXT_FLAGS, f"--init_checkpoint={tiny_google_dir}",
+                      f"--output_dir={tmp_path}/strict")
+    assert failed.returncode != 0
+    assert "cls/predictions/output_bias" in failed.stderr
+    assert "--init_heads=fresh" in failed.stderr
+
+    result = run_tool(*TEXT_FLAGS, f"--init_checkpoint={tiny_google_dir}", "--init_heads=fresh",
+                      "--pair_task=sop", "--do_whole_word_mask", f"--output_dir={tmp_path}/out")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "heads initialized fresh" in result.stderr
+    train = json.loads((tmp_path / "out" / "train_results.json").read_text())["train"]
+    assert train["global_step"] == 2 and math.isfinite(train["nsp_logits_loss"])
+    # The output is a release: vocab (derived from the checkpoint), config, heads included.
+    assert ((tmp_path / "out" / "vocab.txt").read_text()
+            == pathlib.Path(tiny_google_dir, "vocab.txt").read_text())
+    kbert.BertPretrainer.from_google_checkpoint(str(tmp_path / "out"))  # strict: has heads
+
+
+@pytest.mark.slow
+def test_masked_lm_only_from_raw_text(tmp_path, tiny_google_dir):
+    config = os.path.join(tiny_google_dir, "bert_config.json")  # vocab.txt lies beside it
+    result = run_tool(*TEXT_FLAGS, f"--bert_config_file={config}", "--pair_task=none",
+                      f"--output_dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    train = json.loads((tmp_path / "train_results.json").read_text())["train"]
+    assert "nsp_logits_loss" not in train and math.isfinite(train["mlm_logits_loss"])
+    assert (tmp_path / "vocab.txt").exists()
+    model = kbert.BertPretrainer.from_google_checkpoint(str(tmp_path), sentence_head=False)
+    assert model.nsp_head is None
+
+
+def test_fails_before_training_without_a_vocab(tmp_path, tiny_google_dir):
+    release = tmp_path / "release"
+    release.mkdir()
+    for name in os.listdir(tiny_google_dir):
+        if name != "vocab.txt":
+            (release / name).write_bytes(pathlib.Path(tiny_google_dir, name).read_bytes())
+    result = run_tool(*TEXT_FLAGS, f"--init_checkpoint={release}", "--init_heads=fresh",
+                      f"--output_dir={tmp_path}/out")
+    assert result.returncode != 0
+    assert f"{release}/vocab.txt" in result.stderr and "--vocab_file" in result.stderr
+    assert not (tmp_path / "out").exists()  # nothing started
