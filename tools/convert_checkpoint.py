@@ -10,6 +10,7 @@ Google -> Hugging Face (--direction=google_to_huggingface): reads a release dire
 checkpoint prefix and writes model.safetensors, config.json and vocab.txt.
 """
 
+import _cli
 from absl import app
 from absl import flags
 from absl import logging
@@ -41,4 +42,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

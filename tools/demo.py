@@ -10,6 +10,7 @@ similarities of mean-pooled sentence vectors (the pooling MiniLM was trained wit
 import importlib.util
 import os
 
+import _cli
 import keras_nlp
 import numpy as np
 from absl import app
@@ -37,7 +38,7 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     release = os.path.join(_OUTPUT.value, "minilm_l6_h384_uncased")
-    kbert.convert_huggingface_to_google(_minilm_dir(), release)
+    kbert.convert_huggingface_to_google(_minilm_dir(), release, exact_gelu=True)
     logging.info("Google release directory: %s (%s)", release,
                  ", ".join(sorted(os.listdir(release))))
 
@@ -74,4 +75,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

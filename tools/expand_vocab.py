@@ -1,6 +1,6 @@
 """Adds tokens to a Google BERT release: fills [unusedN] slots or appends rows.
 
-  python tools/expand_vocab.py --input_dir=uncased_L-12_H-768_A-12 \
+  python tools/expand_vocab.py --input_dir=uncased_L-12_H-768_A-12 \\
       --new_tokens_file=tokens.txt --output_dir=expanded --mode=replace_unused
 
 --new_tokens_file holds one token per line. Vocab, word embeddings and the masked-LM output
@@ -8,6 +8,7 @@ bias change together; every other variable is copied unchanged. Tokens the token
 split (punctuation, capitals) are listed in added_tokens.txt, which kbert's tokenizers read.
 """
 
+import _cli
 from absl import app
 from absl import flags
 from absl import logging
@@ -43,4 +44,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

@@ -6,8 +6,8 @@ Writes to --output_dir: eval_results.txt/.json, <TASK>.tsv test predictions in t
 server's format, train_results.json, model.keras, TensorBoard logs/; an interrupted run,
 restarted with the same flags, resumes from its last finished epoch.
 
-  python tools/run_classifier.py --task_name=MRPC --data_dir=glue_data/MRPC \
-      --init_checkpoint=uncased_L-12_H-768_A-12 --do_train --do_eval --do_predict \
+  python tools/run_classifier.py --task_name=MRPC --data_dir=glue_data/MRPC \\
+      --init_checkpoint=uncased_L-12_H-768_A-12 --do_train --do_eval --do_predict \\
       --learning_rate=2e-5 --num_train_epochs=3 --output_dir=/tmp/mrpc
 
 Batch sizes are global. Add --distribution_strategy=mirrored to train on every local GPU,
@@ -15,6 +15,7 @@ Batch sizes are global. Add --distribution_strategy=mirrored to train on every l
 --mixed_precision=mixed_bfloat16 or mixed_float16 for mixed precision.
 """
 
+import _cli
 import _flags
 from absl import app
 from absl import flags
@@ -71,4 +72,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

@@ -18,6 +18,7 @@ flags, resumes from its last finished epoch.
 Batch sizes are global; --distribution_strategy and --mixed_precision as in run_classifier.py.
 """
 
+import _cli
 import _flags
 from absl import app
 from absl import flags
@@ -83,4 +84,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

@@ -16,6 +16,7 @@ Batch sizes are global. Add --distribution_strategy=mirrored to train on every l
 --mixed_precision=mixed_bfloat16 or mixed_float16 for mixed precision.
 """
 
+import _cli
 import _flags
 from absl import app
 from absl import flags
@@ -76,4 +77,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)
