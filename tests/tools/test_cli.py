@@ -11,7 +11,10 @@ import sys
 
 import pytest
 
-TOOLS = os.path.join(os.path.dirname(__file__), "..", "..", "tools")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOOLS = os.path.join(ROOT, "tools")
+# The tools import this checkout's kbert, not another one installed in the environment.
+ENV = dict(os.environ, PYTHONPATH=ROOT)
 CONLL = os.path.join(os.path.dirname(__file__), "..", "fixtures", "conll")
 # What a noisy start looks like: absl/glog-style W/E/F lines (`W1124 14:25:18.63 ...`,
 # `E0000 00:00:...`), TensorFlow's start-up notices, Python warnings and tracebacks.
@@ -22,7 +25,7 @@ NOISE = re.compile(r"^[WEF]\d{4} |^WARNING|^ERROR|InitializeLog|oneDNN|cpu_featu
 def run(tool, *args, env=None):
     return subprocess.run([sys.executable, os.path.join(TOOLS, tool), *args],
                           capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, **(env or {})))
+                          env=dict(ENV, **(env or {})))
 
 
 def test_demo_is_quiet(tmp_path):
