@@ -16,6 +16,7 @@ from kbert.models.tagger import BertTokenClassifier
 from kbert.tasks.optimization import create_optimizer
 from kbert.tokenization import BertPreprocessor
 from kbert.tokenization import FullTokenizer
+from kbert.tokenization import check_vocab_size
 
 __version__ = "0.1.0"
 
@@ -24,5 +25,5 @@ __all__ = [
     "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier", "BertTransformerLayer",
     "FullTokenizer",
     "GoogleCheckpoint", "convert_google_to_huggingface", "convert_huggingface_to_google",
-    "create_optimizer", "export_saved_model", "save_google_checkpoint",
+    "check_vocab_size", "create_optimizer", "export_saved_model", "save_google_checkpoint",
 ]

@@ -38,6 +38,7 @@ from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import metrics
 from kbert.tokenization import BertPreprocessor
+from kbert.tokenization.vocab import check_vocab_size
 
 MODEL_FILE = "model.keras"
 
@@ -133,6 +134,7 @@ def _run_glue(config, strategy):
     keras.utils.set_random_seed(config.seed)
     os.makedirs(config.output_dir, exist_ok=True)
     model, vocab_file = load_classifier(config, spec)
+    check_vocab_size(vocab_file, model.bert_config.vocab_size, config.init_checkpoint)
     # Other workers of a multi-worker run write their copies under output_dir/worker_N.
     config = dataclasses.replace(
         config, output_dir=distribution.worker_output_dir(config.output_dir, strategy))

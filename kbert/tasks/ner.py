@@ -44,6 +44,7 @@ from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import ner_metrics
 from kbert.tokenization import FullTokenizer
+from kbert.tokenization.vocab import check_vocab_size
 
 MODEL_FILE = "model.keras"
 LABELS_FILE = "labels.txt"
@@ -170,6 +171,7 @@ def _run_ner(config, strategy):
                                                             config.max_train_sentences))
             train = [train[i] for i in keep]
     model, vocab_file, labels = load_tagger(config, train)
+    check_vocab_size(vocab_file, model.bert_config.vocab_size, config.init_checkpoint)
     # Other workers of a multi-worker run write their copies under output_dir/worker_N.
     config = dataclasses.replace(
         config, output_dir=distribution.worker_output_dir(config.output_dir, strategy))

@@ -33,6 +33,7 @@ from kbert.tasks import optimization
 from kbert.tasks import squad_metrics
 from kbert.tasks import squad_postprocess
 from kbert.tokenization.tokenizer import FullTokenizer
+from kbert.tokenization.vocab import check_vocab_size
 
 MODEL_FILE = "span_labeler.keras"
 BACKUP_DIR = "backup"
@@ -282,6 +283,8 @@ def _run_squad(output_dir, vocab_file, strategy, *, train_file, predict_file, in
     if max_seq_length > model.encoder.max_sequence_length:
         raise ValueError(f"max_seq_length ({max_seq_length}) is longer than the model's "
                          f"max_position_embeddings ({model.encoder.max_sequence_length})")
+    check_vocab_size(vocab_file, model.bert_config.vocab_size,
+                     init_checkpoint or bert_config_file)
     tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
     featurize = dict(tokenizer=tokenizer, max_seq_length=max_seq_length, doc_stride=doc_stride,
                      max_query_length=max_query_length,
