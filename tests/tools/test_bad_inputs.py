@@ -104,3 +104,19 @@ def test_glue_bad_dev_row_stops_or_is_skipped_with_the_flag(tiny_google_dir, tmp
     result = run("run_classifier.py", *args, "--skip_bad_rows")
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"{data / 'dev.tsv'}: skipped 1 malformed row(s)" in result.stderr
+
+
+def test_vocab_larger_than_the_checkpoint_table(tiny_google_dir, tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    with open(os.path.join(tiny_google_dir, "vocab.txt"), encoding="utf-8") as f:
+        vocab.write_text(f.read() + "newword\n", encoding="utf-8")
+    conll = os.path.join(ROOT, "tests", "fixtures", "conll")
+    line = one_error_line(run("run_ner.py", f"--train_file={conll}/train.txt",
+                              f"--init_checkpoint={tiny_google_dir}", f"--vocab_file={vocab}",
+                              "--do_train", "--max_seq_length=16", f"--output_dir={tmp_path}/out"))
+    assert line == (f"error: {vocab}: 32 tokens, but the model ({tiny_google_dir}) has "
+                    "vocab_size=31 embedding rows — pass the vocab.txt the checkpoint was "
+                    "trained with (--vocab_file), or add the new tokens with "
+                    "tools/expand_vocab.py, which grows the table too")
+    out = tmp_path / "out"  # stopped before anything was written
+    assert not os.path.exists(out) or not os.listdir(out)
