@@ -12,7 +12,9 @@ class TokenIdCheck(keras.layers.Layer):
     under XLA not at all: XLA clamps out-of-range gathers and drops assertions, so the model
     returns outputs for the wrong rows. This layer's `supports_jit = False` makes Keras run
     any model holding it without XLA (`compile(jit_compile=True)` falls back, with Keras'
-    warning), so the check runs on every path of fit, evaluate and predict.
+    warning), so the check runs on every path of fit, evaluate and predict. A
+    `tf.function(jit_compile=True)` written by hand around the model skips it (XLA drops
+    assertions); the recipes' `--jit_compile` goes through Keras and keeps it.
 
     Args:
         vocabulary_size: int. Rows of the embedding table.

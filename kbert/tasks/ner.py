@@ -336,6 +336,8 @@ def predict_windows(model, windows, sentences, labels, batch_size=32):
         return model.decode(model(features, training=False), weights)
 
     batches = -(-len(windows) // batch_size)
+    if not sys.stdout.isatty():  # Progbar(verbose=2) prints one bare line at the end: name it
+        print(f"predicting {len(windows)} windows:", end=" ", flush=True)
     progbar = keras.utils.Progbar(batches, verbose=1 if sys.stdout.isatty() else 2,
                                   unit_name="batch")
     rows = []

@@ -43,6 +43,9 @@ def test_recipe_is_quiet_and_verbosity_shows_everything(tiny_google_dir, tmp_pat
     result = run("run_ner.py", *args, f"--output_dir={tmp_path}/quiet")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "dev: entity F1" in result.stderr
+    # Every progress line says what it is: no bare "1/1 - 0s - 216ms/batch".
+    assert not re.findall(r"^\d+/\d+ - .*/batch$", result.stdout, re.MULTILINE), result.stdout
+    assert re.search(r"^predicting \d+ windows: \d+/\d+ - ", result.stdout, re.MULTILINE)
     assert not NOISE.findall(result.stdout + result.stderr), result.stdout + result.stderr
     # A bad flag value fails the same way with the start-up lines shown.
     result = run("run_ner.py", *args, "--data_format=tsv", "--verbosity=1",
@@ -60,6 +63,8 @@ def test_help_exits_zero_with_the_example_intact():
         assert example, result.stdout[:500]
         assert lines[example[0]].endswith(" \\") and lines[example[0] + 1].startswith("      --")
         assert "--output_dir:" in result.stdout and not result.stderr.strip()
+        assert "small models (6 layers or fewer, hidden 384-512, e.g. MiniLM) need 1e-4 to " \
+               "2e-4" in " ".join(result.stdout.split())  # learning-rate guidance
 
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(TOOLS, "[a-z]*.py"))))
