@@ -72,7 +72,7 @@ def _quiet_start():
     std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", module="keras")
+    warnings.filterwarnings("ignore", module=r"keras(\..*)?")
 
 
 VERBOSE = verbose()
@@ -121,6 +121,8 @@ def _file_error(error):
         parent = path
         while parent and not os.path.exists(parent):
             parent = os.path.dirname(parent)
+        if parent == path and not os.path.isdir(path):
+            return f"{path}: is a file, not a directory — give a directory's path"
         if parent and not os.path.isdir(parent):
             return (f"{parent}: is a file, so {path} cannot be a directory under it — "
                     "give a path whose parents are directories")

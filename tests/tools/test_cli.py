@@ -140,4 +140,9 @@ def test_exit_statuses_and_messages(cli, tmp_path):
     status, message = cli.describe(RuntimeError("boom"))
     assert status == 1 and message.startswith("error: internal error (RuntimeError): boom")
     assert "--verbosity=1" in message
+    (tmp_path / "file").write_text("")
+    status, message = cli.describe(FileExistsError(errno.EEXIST, "File exists",
+                                                   str(tmp_path / "file")))
+    assert (status, message) == (2, f"error: {tmp_path}/file: is a file, not a directory — "
+                                    "give a directory's path")
     assert cli.verbose(["tool", "--verbosity=1"]) and cli.verbose(["tool", "-v", "2"])
