@@ -1,10 +1,13 @@
-"""The tools run as subprocesses; they must import this checkout's kbert, not an installed one."""
+"""The tools import this checkout's kbert (not an installed one) and their sibling modules."""
 
 import os
+import sys
 
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# Tests that import a tool in-process find its sibling modules (_cli, _flags) as it does.
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 
 @pytest.fixture(autouse=True)
