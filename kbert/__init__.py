@@ -22,6 +22,7 @@ from kbert.models.tagger import BertTokenClassifier
 from kbert.tasks.optimization import create_optimizer
 from kbert.tokenization import BertPreprocessor
 from kbert.tokenization import FullTokenizer
+from kbert.tokenization import check_vocab_size
 
 __version__ = "0.1.0"
 
@@ -30,6 +31,7 @@ __all__ = [
     "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier", "BertTransformerLayer",
     "FullTokenizer",
     "GoogleCheckpoint", "convert_google_to_huggingface", "convert_huggingface_to_google",
-    "convert", "create_optimizer", "export_saved_model", "list_presets", "load_model",
-    "resolve_release", "save_model", "save_google_checkpoint", "with_compute_dtype",
+    "check_vocab_size", "convert", "create_optimizer", "export_saved_model", "list_presets",
+    "load_model", "resolve_release", "save_model", "save_google_checkpoint",
+    "with_compute_dtype",
 ]

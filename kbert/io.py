@@ -2,8 +2,14 @@
 
 import contextlib
 import os
+import re
 import shutil
+import socket
 import tempfile
+
+# `.kbert-tmp-<host>-<pid>-<random>`: a later run can tell its own host's dead writers' leftovers.
+_TMP_PREFIX = ".kbert-tmp-"
+_TMP_NAME = re.compile(rf"^{re.escape(_TMP_PREFIX)}(?:(?P<host>.+)-(?P<pid>\d+)-)?[^-]+$")
 
 
 @contextlib.contextmanager
@@ -41,13 +47,49 @@ def atomic_files(directory):
     """
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".kbert-tmp-", dir=directory)
+    tmp = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{socket.gethostname()}-{os.getpid()}-",
+                           dir=directory)
     try:
         yield tmp
         for name in sorted(os.listdir(tmp)):
             os.replace(os.path.join(tmp, name), os.path.join(directory, name))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove_stale_temporaries(directory):
+    """Removes the `atomic_files` directories that killed runs left in `directory`.
+
+    Only those of writers that are gone: on this host with no live process of their pid (or
+    from a kbert too old to name them). Another host's, or a running writer's, stay.
+
+    Returns:
+        list of str, the removed paths.
+    """
+    removed = []
+    if not os.path.isdir(directory):
+        return removed
+    for name in sorted(os.listdir(directory)):
+        match = _TMP_NAME.match(name)
+        path = os.path.join(directory, name)
+        if not match or not os.path.isdir(path):
+            continue
+        if match["pid"] is not None and (match["host"] != socket.gethostname()
+                                         or _alive(int(match["pid"]))):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
 
 
 def copy_file(source, target):

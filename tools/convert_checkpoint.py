@@ -13,6 +13,7 @@ BertForTokenClassification, a pretrainer BertForPreTraining.
   python tools/convert_checkpoint.py --input=hf_model --output_dir=google_model
 """
 
+import _cli
 from absl import app
 from absl import flags
 from absl import logging
@@ -44,4 +45,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

@@ -22,6 +22,7 @@ renamed when complete; a re-run with the same flags skips complete shards.
       --vocab_file=vocab.txt --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=10
 """
 
+import _cli
 from absl import app
 from absl import flags
 from absl import logging
@@ -75,4 +76,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

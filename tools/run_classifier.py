@@ -6,8 +6,8 @@ Writes to --output_dir: eval_results.txt/.json, <TASK>.tsv test predictions in t
 server's format, train_results.json, model.keras, TensorBoard logs/; an interrupted run,
 restarted with the same flags, resumes from its last finished epoch.
 
-  python tools/run_classifier.py --task_name=MRPC --data_dir=glue_data/MRPC \
-      --init_checkpoint=uncased_L-12_H-768_A-12 --do_train --do_eval --do_predict \
+  python tools/run_classifier.py --task_name=MRPC --data_dir=glue_data/MRPC \\
+      --init_checkpoint=uncased_L-12_H-768_A-12 --do_train --do_eval --do_predict \\
       --learning_rate=2e-5 --num_train_epochs=3 --output_dir=/tmp/mrpc
 
 Batch sizes are global. Add --distribution_strategy=mirrored to train on every local GPU,
@@ -15,6 +15,7 @@ Batch sizes are global. Add --distribution_strategy=mirrored to train on every l
 --mixed_precision=mixed_bfloat16 or mixed_float16 for mixed precision.
 """
 
+import _cli
 import _flags
 from absl import app
 from absl import flags
@@ -37,7 +38,7 @@ _MAX_SEQ = flags.DEFINE_integer("max_seq_length", 128, "Longer inputs are trunca
 _TRAIN_BATCH = flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
 _EVAL_BATCH = flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.")
 _PREDICT_BATCH = flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.")
-_LR = flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
+_LR = flags.DEFINE_float("learning_rate", 5e-5, _cli.LEARNING_RATE_HELP)
 _EPOCHS = flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs (a whole number).")
 _WARMUP = flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of steps of linear warm-up.")
 _TRAIN = flags.DEFINE_bool("do_train", False, "Fine-tune on train.tsv.")
@@ -46,6 +47,7 @@ _PREDICT = flags.DEFINE_bool("do_predict", False, "Predict the test set(s).")
 _MAX_TRAIN = flags.DEFINE_integer("max_train_examples", None,
                                   "Train on a seeded random subset of this many examples.")
 _SEED = flags.DEFINE_integer("seed", 12345, "Seeds the subset, shuffle, dropout and head.")
+_SKIP_BAD = flags.DEFINE_bool("skip_bad_rows", False, "Skip (and log) malformed dev/test rows.")
 
 
 def main(argv):
@@ -61,6 +63,7 @@ def main(argv):
             learning_rate=_LR.value, num_train_epochs=_EPOCHS.value,
             warmup_proportion=_WARMUP.value, do_train=_TRAIN.value, do_eval=_EVAL.value,
             do_predict=_PREDICT.value, max_train_examples=_MAX_TRAIN.value, seed=_SEED.value,
+            skip_bad_rows=_SKIP_BAD.value,
             **_flags.distribution_settings())
     except ValueError as e:
         raise app.UsageError(str(e)) from None
@@ -71,4 +74,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

@@ -18,6 +18,7 @@ flags, resumes from its last finished epoch.
 Batch sizes are global; --distribution_strategy and --mixed_precision as in run_classifier.py.
 """
 
+import _cli
 import _flags
 from absl import app
 from absl import flags
@@ -43,7 +44,7 @@ _LOWER = flags.DEFINE_bool("do_lower_case", True, "Whether the model is uncased.
 _MAX_SEQ = flags.DEFINE_integer("max_seq_length", 128, "Pieces per window.")
 _TRAIN_BATCH = flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
 _EVAL_BATCH = flags.DEFINE_integer("eval_batch_size", 32, "Evaluation batch size.")
-_LR = flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
+_LR = flags.DEFINE_float("learning_rate", 5e-5, _cli.LEARNING_RATE_HELP)
 _EPOCHS = flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs (a whole number).")
 _WARMUP = flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of steps of linear warm-up.")
 _CRF = flags.DEFINE_bool("use_crf", False, "Add a CRF output layer (Viterbi decoding).")
@@ -83,4 +84,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

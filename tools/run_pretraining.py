@@ -24,6 +24,7 @@ GPU, =multi_worker_mirrored (and TF_CONFIG) on several hosts, =tpu with --tpu on
 --mixed_precision=mixed_bfloat16 or mixed_float16 for mixed precision, --jit_compile for XLA.
 """
 
+import _cli
 import _flags
 from absl import app
 from absl import flags
@@ -85,4 +86,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

@@ -16,6 +16,7 @@ Batch sizes are global. Add --distribution_strategy=mirrored to train on every l
 --mixed_precision=mixed_bfloat16 or mixed_float16 for mixed precision.
 """
 
+import _cli
 import _flags
 from absl import app
 from absl import flags
@@ -44,7 +45,7 @@ _DO_TRAIN = flags.DEFINE_bool("do_train", False, "Train on --train_file.")
 _DO_PREDICT = flags.DEFINE_bool("do_predict", False, "Predict --predict_file.")
 _TRAIN_BATCH = flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
 _PREDICT_BATCH = flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.")
-_LR = flags.DEFINE_float("learning_rate", 5e-5, "Peak AdamW learning rate.")
+_LR = flags.DEFINE_float("learning_rate", 5e-5, _cli.LEARNING_RATE_HELP)
 _EPOCHS = flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training windows.")
 _WARMUP = flags.DEFINE_float("warmup_proportion", 0.1, "Share of steps in warm-up.")
 _SAVE = flags.DEFINE_integer("save_checkpoints_steps", 1000, "Most steps between backups.")
@@ -76,4 +77,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

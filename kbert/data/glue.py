@@ -358,7 +358,8 @@ def _label_parser(labels):
 def _report(path, line, error, errors):
     message = f"{path}:{line}: {error}"
     if errors == "raise":
-        raise ValueError(f"{message} (pass errors='warn' to skip malformed rows)")
+        raise ValueError(f"{message} — fix the row, or skip malformed rows with "
+                         "errors='warn' (run_classifier.py --skip_bad_rows)")
     if errors != "warn":
         raise ValueError(f"errors must be 'raise' or 'warn', got {errors!r}")
     logging.warning("skipping malformed row: %s", message)

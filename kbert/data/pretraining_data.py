@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from kbert import io
 from kbert import tokenization
 from kbert.data import corpus
 from kbert.data import features as features_lib
@@ -158,6 +159,10 @@ def create_pretraining_data(input_file, output_file, vocab_file, *, config=None,
                        num_shards=num_shards, input_format=input_format,
                        skip_bad_lines=skip_bad_lines, chunk_bytes=chunk_bytes,
                        exact_tokenization=exact_tokenization)
+    # A killed run's partial shards, left under temporary names, go before any new ones.
+    for directory in sorted({os.path.dirname(os.path.abspath(job.path)) for job in plan.jobs}):
+        for path in io.remove_stale_temporaries(directory):
+            logging.info("%s: removed, a partial shard of an interrupted run", path)
     bar = _Progress(plan.total_bytes, enabled=progress)
     for job in plan.jobs:
         name = os.path.basename(job.path)

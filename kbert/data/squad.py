@@ -96,7 +96,7 @@ def split_words(text):
     return tuple(words), char_to_word
 
 
-def read_squad_examples(input_file, is_training, version_2_with_negative=False):
+def read_squad_examples(input_file, is_training, version_2_with_negative=False, source=None):
     """Reads a SQuAD JSON file (or its parsed content) into `SquadExample`s.
 
     Args:
@@ -104,20 +104,32 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False):
         is_training: bool. Resolve each question's first answer to a word span; skip (and log)
             the answers that cannot be found at their offset.
         version_2_with_negative: bool. Read `is_impossible` (SQuAD 2.0). Defaults to False.
+        source: str. The file name errors give for parsed JSON. Defaults to "SQuAD data".
 
     Returns:
         list of `SquadExample`, in file order.
+
+    Raises:
+        ValueError: naming the file and the JSON path, for a file that is not SQuAD JSON, and
+            for training data where no question has a usable answer.
     """
-    examples, skipped = parse_squad(input_file, is_training, version_2_with_negative)
+    examples, skipped = parse_squad(input_file, is_training, version_2_with_negative, source)
+    source = os.fspath(input_file) if isinstance(input_file, (str, os.PathLike)) else (
+        source or "SQuAD data")
+    if skipped and not examples:
+        raise ValueError(f"{source}: none of the {len(skipped)} training question(s) has a "
+                         f"usable answer, e.g. {skipped[0][0]}: {skipped[0][1]} — check that "
+                         "each answer's text is at its answer_start in the context")
     if skipped:
-        source = input_file if isinstance(input_file, str) else "SQuAD data"
         logging.warning("%s: skipped %d of %d training question(s) whose answer cannot be used; "
                         "first: %s", source, len(skipped), len(examples) + len(skipped),
                         "; ".join(f"{q}: {why}" for q, why in skipped[:5]))
+    if not examples:
+        raise ValueError(f"{source}: no questions — expected {_SHAPE}")
     return examples
 
 
-def parse_squad(data, is_training, version_2_with_negative=False):
+def parse_squad(data, is_training, version_2_with_negative=False, source=None):
     """`read_squad_examples` without logging: returns (examples, skipped).
 
     `skipped` lists (qas_id, reason) for each training question whose answer is not at its
@@ -125,15 +137,25 @@ def parse_squad(data, is_training, version_2_with_negative=False):
     the answer's whitespace-normalized text occurs in the words of its span.
     """
     if isinstance(data, (str, os.PathLike)):
-        with open(data, encoding="utf-8") as f:
-            data = json.load(f)
-    articles = data["data"] if isinstance(data, dict) else data
+        source = os.fspath(data)
+        data = load_squad_file(source)
+    source = source or "SQuAD data"
+    articles = _articles(data, source)
     examples, skipped = [], []
-    for article in articles:
-        for paragraph in article["paragraphs"]:
-            context = paragraph["context"]
+    for i, article in enumerate(articles):
+        where = f"data[{i}]"
+        for j, paragraph in enumerate(_field(article, "paragraphs", list, source, where)):
+            where = f"data[{i}].paragraphs[{j}]"
+            context = _field(paragraph, "context", str, source, where)
             doc_tokens, char_to_word = split_words(context)
-            for qa in paragraph["qas"]:
+            for k, qa in enumerate(_field(paragraph, "qas", list, source, where)):
+                where = f"data[{i}].paragraphs[{j}].qas[{k}]"
+                _field(qa, "id", (str, int), source, where)
+                _field(qa, "question", str, source, where)
+                for m, answer in enumerate(_field(qa, "answers", list, source, where, [])):
+                    _field(answer, "text", str, source, f"{where}.answers[{m}]")
+                    if is_training and m == 0:
+                        _field(answer, "answer_start", int, source, f"{where}.answers[0]")
                 answers = tuple(a["text"] for a in qa.get("answers", ()))
                 is_impossible = bool(version_2_with_negative and qa.get("is_impossible", False))
                 example = SquadExample(qa["id"], qa["question"], doc_tokens, answers,
@@ -145,6 +167,49 @@ def parse_squad(data, is_training, version_2_with_negative=False):
                         continue
                 examples.append(example)
     return examples, skipped
+
+
+_SHAPE = ('SQuAD JSON: {"data": [{"paragraphs": [{"context": str, "qas": [{"id": str, '
+          '"question": str, "answers": [{"text": str, "answer_start": int}]}]}]}]}')
+
+
+def load_squad_file(path):
+    """The parsed JSON of a SQuAD file; a ValueError names the file when it is not SQuAD."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            data = json.load(f)
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not UTF-8 text ({e.reason}) — expected {_SHAPE}") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}: not JSON ({e.msg}, column {e.colno}) — "
+                             f"expected {_SHAPE}") from None
+    _articles(data, path)
+    return data
+
+
+def _articles(data, source):
+    articles = data.get("data") if isinstance(data, dict) else data
+    if not isinstance(articles, list):
+        found = (f"an object with keys {sorted(data)[:8]}" if isinstance(data, dict)
+                 else f"a JSON {type(data).__name__}")
+        raise ValueError(f"{source}: not SQuAD: found {found} — expected {_SHAPE}")
+    return articles
+
+
+def _field(parent, key, types, source, where, default=None):
+    """`parent[key]`, checked to be of `types`; a ValueError names the file and the JSON path."""
+    if not isinstance(parent, dict):
+        raise ValueError(f"{source}: {where} is a JSON {type(parent).__name__}, not an object "
+                         f"— expected {_SHAPE}")
+    if key not in parent and default is not None:
+        return default
+    if key not in parent:
+        raise ValueError(f"{source}: {where} has no {key!r} — expected {_SHAPE}")
+    value = parent[key]
+    if not isinstance(value, types) or isinstance(value, bool):
+        raise ValueError(f"{source}: {where}.{key} is {value!r:.40}, of type "
+                         f"{type(value).__name__} — expected {_SHAPE}")
+    return value
 
 
 def _with_answer_span(example, qa, context, char_to_word):

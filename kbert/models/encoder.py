@@ -5,6 +5,7 @@ import keras
 from kbert import checkpoints
 from kbert.config import BertConfig
 from kbert.layers.embeddings import BertEmbeddings
+from kbert.layers.token_id_check import TokenIdCheck
 from kbert.layers.transformer import BertTransformerLayer
 
 
@@ -26,6 +27,9 @@ class BertEncoder(keras.Model):
         max_sequence_length: int. `max_position_embeddings`. Defaults to 512.
         num_segments: int. `type_vocab_size`. Defaults to 2.
         initializer_range: float. Truncated-normal stddev. Defaults to 0.02.
+        check_token_ids: bool. Raise on token ids outside [0, vocabulary_size) instead of
+            returning outputs for them (`TokenIdCheck`; the model then runs without XLA).
+            Defaults to False.
         dtype: dtype or `keras.DTypePolicy`. Defaults to the global policy.
 
     Inputs (dict of int32 [batch, seq], seq <= max_sequence_length):
@@ -47,7 +51,8 @@ class BertEncoder(keras.Model):
 
     def __init__(self, vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
                  activation="gelu", dropout=0.1, attention_dropout=0.1, max_sequence_length=512,
-                 num_segments=2, initializer_range=0.02, dtype=None, **kwargs):
+                 num_segments=2, initializer_range=0.02, check_token_ids=False, dtype=None,
+                 **kwargs):
         # Fails early, with BertConfig's messages, on values Google's code would reject.
         BertConfig.from_encoder_kwargs(dict(
             vocabulary_size=vocabulary_size, num_layers=num_layers, num_heads=num_heads,
@@ -67,6 +72,8 @@ class BertEncoder(keras.Model):
                 dtype=dtype, name=f"transformer_layer_{i}")
             for i in range(num_layers)
         ]
+        self.token_id_check = (TokenIdCheck(vocabulary_size, name="token_id_check")
+                               if check_token_ids else None)
         self.pooler = keras.layers.Dense(
             hidden_dim, activation="tanh",
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
@@ -75,7 +82,7 @@ class BertEncoder(keras.Model):
         # === Functional graph ===
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
                   for name in ("token_ids", "segment_ids", "padding_mask")}
-        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"])
+        x = self.embeddings(self._checked(inputs["token_ids"]), inputs["segment_ids"])
         embedding_output = x
         encoder_outputs = []
         for layer in self.transformer_layers:
@@ -101,6 +108,10 @@ class BertEncoder(keras.Model):
         self.max_sequence_length = max_sequence_length
         self.num_segments = num_segments
         self.initializer_range = initializer_range
+        self.check_token_ids = check_token_ids
+
+    def _checked(self, token_ids):
+        return self.token_id_check(token_ids) if self.token_id_check else token_ids
 
     def pooled_output(self, inputs):
         """`self(inputs)["pooled_output"]` alone, for heads that read nothing else.
@@ -115,7 +126,7 @@ class BertEncoder(keras.Model):
         Returns:
             [batch, hidden] pooled output.
         """
-        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"])
+        x = self.embeddings(self._checked(inputs["token_ids"]), inputs["segment_ids"])
         for layer in self.transformer_layers[:-1]:
             x = layer(x, padding_mask=inputs["padding_mask"])
         x = self.transformer_layers[-1](x, padding_mask=inputs["padding_mask"],
@@ -178,6 +189,7 @@ class BertEncoder(keras.Model):
             "max_sequence_length": self.max_sequence_length,
             "num_segments": self.num_segments,
             "initializer_range": self.initializer_range,
+            "check_token_ids": self.check_token_ids,
         })
         return config
 

@@ -38,6 +38,7 @@ from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import metrics
 from kbert.tokenization import BertPreprocessor
+from kbert.tokenization.vocab import check_vocab_size
 
 MODEL_FILE = "model.keras"
 
@@ -64,6 +65,9 @@ class GlueConfig:
         do_train, do_eval, do_predict: bool. Which steps to run.
         max_train_examples: int. Train on a random subset of this many examples (seeded).
         seed: int. Seeds the subset, the shuffle, dropout and the new head. Defaults to 12345.
+        skip_bad_rows: bool. Skip (and log with file:line) malformed rows of the dev and test
+            files instead of stopping at the first; train rows are always skipped so.
+            Defaults to False.
         distribution_strategy: str or `tf.distribute.Strategy`. One of
             `kbert.tasks.distribution.STRATEGIES`. Defaults to "one_device".
         tpu: str. The TPU for distribution_strategy "tpu". Defaults to None.
@@ -94,6 +98,7 @@ class GlueConfig:
     do_predict: bool = False
     max_train_examples: int | None = None
     seed: int = 12345
+    skip_bad_rows: bool = False
     distribution_strategy: object = "one_device"
     tpu: str | None = None
     mixed_precision: str = "float32"
@@ -133,6 +138,7 @@ def _run_glue(config, strategy):
     keras.utils.set_random_seed(config.seed)
     os.makedirs(config.output_dir, exist_ok=True)
     model, vocab_file = load_classifier(config, spec)
+    check_vocab_size(vocab_file, model.bert_config.vocab_size, config.init_checkpoint)
     # Other workers of a multi-worker run write their copies under output_dir/worker_N.
     config = dataclasses.replace(
         config, output_dir=distribution.worker_output_dir(config.output_dir, strategy))
@@ -146,15 +152,16 @@ def _run_glue(config, strategy):
         results["train"] = train(model, config, spec, preprocessor)
     if config.do_eval:
         results["eval"] = {
-            split: evaluate(model, glue.read_glue(config.data_dir, spec, split), spec,
-                            preprocessor, config.eval_batch_size)
+            split: evaluate(model, glue.read_glue(config.data_dir, spec, split,
+                                                  errors=_row_errors(config)),
+                            spec, preprocessor, config.eval_batch_size)
             for split, _ in spec.dev_files}
         write_eval_results(config.output_dir, spec, results["eval"],
                            distribution.global_step(model))
     if config.do_predict:
         results["predict"] = {}
         for split, _, name in spec.test_files:
-            examples = glue.read_glue(config.data_dir, spec, split)
+            examples = glue.read_glue(config.data_dir, spec, split, errors=_row_errors(config))
             outputs = predict(model, examples, preprocessor, config.predict_batch_size)
             path = os.path.join(config.output_dir, f"{name}.tsv")
             write_predictions(path, examples.index, format_predictions(spec, outputs))
@@ -193,6 +200,10 @@ def load_classifier(config, spec):
     if vocab_file is None:
         raise ValueError(f"no vocab.txt beside {path}; pass vocab_file")
     return model, vocab_file
+
+
+def _row_errors(config):
+    return "warn" if config.skip_bad_rows else "raise"
 
 
 def train(model, config, spec, preprocessor):

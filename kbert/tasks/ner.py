@@ -44,6 +44,7 @@ from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import ner_metrics
 from kbert.tokenization import FullTokenizer
+from kbert.tokenization.vocab import check_vocab_size
 
 MODEL_FILE = "model.keras"
 LABELS_FILE = "labels.txt"
@@ -170,6 +171,7 @@ def _run_ner(config, strategy):
                                                             config.max_train_sentences))
             train = [train[i] for i in keep]
     model, vocab_file, labels = load_tagger(config, train)
+    check_vocab_size(vocab_file, model.bert_config.vocab_size, config.init_checkpoint)
     # Other workers of a multi-worker run write their copies under output_dir/worker_N.
     config = dataclasses.replace(
         config, output_dir=distribution.worker_output_dir(config.output_dir, strategy))
@@ -334,6 +336,8 @@ def predict_windows(model, windows, sentences, labels, batch_size=32):
         return model.decode(model(features, training=False), weights)
 
     batches = -(-len(windows) // batch_size)
+    if not sys.stdout.isatty():  # Progbar(verbose=2) prints one bare line at the end: name it
+        print(f"predicting {len(windows)} windows:", end=" ", flush=True)
     progbar = keras.utils.Progbar(batches, verbose=1 if sys.stdout.isatty() else 2,
                                   unit_name="batch")
     rows = []

@@ -33,6 +33,7 @@ from kbert.tasks import optimization
 from kbert.tasks import squad_metrics
 from kbert.tasks import squad_postprocess
 from kbert.tokenization.tokenizer import FullTokenizer
+from kbert.tokenization.vocab import check_vocab_size
 
 MODEL_FILE = "span_labeler.keras"
 BACKUP_DIR = "backup"
@@ -282,6 +283,8 @@ def _run_squad(output_dir, vocab_file, strategy, *, train_file, predict_file, in
     if max_seq_length > model.encoder.max_sequence_length:
         raise ValueError(f"max_seq_length ({max_seq_length}) is longer than the model's "
                          f"max_position_embeddings ({model.encoder.max_sequence_length})")
+    check_vocab_size(vocab_file, model.bert_config.vocab_size,
+                     init_checkpoint or bert_config_file)
     tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
     featurize = dict(tokenizer=tokenizer, max_seq_length=max_seq_length, doc_stride=doc_stride,
                      max_query_length=max_query_length,
@@ -296,6 +299,9 @@ def _run_squad(output_dir, vocab_file, strategy, *, train_file, predict_file, in
                                                            **featurize)
         logging.info("%s: %d training examples -> %d windows", train_file, len(examples),
                      len(features))
+        if len(features) < train_batch_size:
+            raise ValueError(f"{train_file}: {len(features)} training windows make no batch of "
+                             f"{train_batch_size} — lower train_batch_size or add examples")
         results["train"] = train(
             model, features, output_dir, batch_size=train_batch_size,
             num_train_epochs=num_train_epochs, learning_rate=learning_rate,
@@ -305,9 +311,9 @@ def _run_squad(output_dir, vocab_file, strategy, *, train_file, predict_file, in
         _save_model(model, os.path.join(output_dir, MODEL_FILE))
         _write_json(os.path.join(output_dir, TRAIN_RESULTS_FILE), results["train"])
     if predict_file:
-        with open(predict_file, encoding="utf-8") as f:
-            dataset = json.load(f)
-        examples = squad_data.read_squad_examples(dataset, False, version_2_with_negative)
+        dataset = squad_data.load_squad_file(predict_file)
+        examples = squad_data.read_squad_examples(dataset, False, version_2_with_negative,
+                                                  source=predict_file)
         features = squad_data.convert_examples_to_features(examples, is_training=False,
                                                            **featurize)
         began = time.time()

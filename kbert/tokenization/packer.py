@@ -25,12 +25,16 @@ class BertPreprocessor(keras.layers.Layer):
     A alone (`[CLS] A [SEP]`, no second `[SEP]`), and so does this layer.
     The vocabulary is part of the layer's config and its graph, so a `.keras` file or a
     SavedModel that holds the layer needs no `vocab.txt`.
+    Every token id is a row of the vocabulary, so ids are in [0, len(vocabulary)); a model
+    whose embedding table is smaller is caught by `kbert.check_vocab_size` when loading.
 
     Args:
         vocab_file: str or None. `vocab.txt`; an `added_tokens.txt` beside it gives the
             default `never_split`. Not read when `vocabulary` is given. Defaults to None.
         do_lower_case: bool. Lower-case and strip accents (uncased models). Defaults to True.
-        max_seq_length: int. Packed length; longer inputs are truncated. Defaults to 128.
+        max_seq_length: int. Packed length; longer inputs are truncated. At least 3, and at
+            least 5 for pairs (a pair call raises ValueError otherwise, rather than drop both
+            texts as Google's `_truncate_seq_pair` would). Defaults to 128.
         pad_to_max_length: bool. Pad to `max_seq_length`, else only to the batch's longest
             sequence. Defaults to True.
         never_split: list of str or None. Vocab tokens the tokenizer emits whole (see
@@ -105,6 +109,9 @@ class BertPreprocessor(keras.layers.Layer):
     @tf.autograph.experimental.do_not_convert
     def call(self, inputs):
         texts = text_inputs.to_segments(inputs)
+        if len(texts) == 2 and self.max_seq_length < 5:
+            raise ValueError(f"max_seq_length={self.max_seq_length} cannot hold a text pair: "
+                             "[CLS] A [SEP] B [SEP] needs at least 5 (one piece of each text)")
         unbatched = texts[0].shape.rank == 0
         if unbatched:
             texts = [t[None] for t in texts]

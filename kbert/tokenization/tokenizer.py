@@ -19,6 +19,7 @@ which gives every word piece its span in the input in characters (Python `str` i
 """
 
 import functools
+import os
 import re
 from typing import NamedTuple
 
@@ -78,6 +79,9 @@ class FullTokenizer:
     def __init__(self, vocab_file, do_lower_case=True, never_split=None):
         if isinstance(vocab_file, vocab_lib.Vocab):
             vocab = vocab_file
+        elif not isinstance(vocab_file, (str, os.PathLike)):
+            raise TypeError(f"FullTokenizer needs vocab_file, the path of a vocab.txt (or a "
+                            f"kbert Vocab); got {_kind(vocab_file)}")
         else:
             vocab = vocab_lib.load_vocab(vocab_file)
             if never_split is None:
@@ -114,7 +118,7 @@ class FullTokenizer:
 
     def tokenize(self, text):
         """Word pieces of one string (str, or UTF-8 bytes), exactly as Google's `tokenize`."""
-        ids = self._ids_function(tf.constant([text], tf.string)).flat_values.numpy()
+        ids = self._ids_function(_one_text(text)).flat_values.numpy()
         return [self.inv_vocab[i] for i in ids.tolist()]
 
     def tokenize_with_offsets(self, text):
@@ -127,7 +131,7 @@ class FullTokenizer:
             `WordPieces` of lists: tokens (str), begins and ends (int: `text[begin:end]` is
             the piece's source) and word_ids (int: index in the whitespace-split text).
         """
-        out = self._offsets_function(tf.constant([text], tf.string))
+        out = self._offsets_function(_one_text(text))
         ids, begins, ends, words = (out[k].flat_values.numpy().tolist()
                                     for k in ("token_ids", "begins", "ends", "word_ids"))
         return WordPieces([self.inv_vocab[i] for i in ids], begins, ends, words)
@@ -277,8 +281,43 @@ def _basic_words_function(do_lower_case):
     return _compile(lambda texts: basic.segment(texts).words_by_row())
 
 
+def _kind(value):
+    """How an error names a value of the wrong type: "None", "int", "an int32 tensor"."""
+    if value is None:
+        return "None"
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None:
+        name = f"{getattr(dtype, 'name', dtype)} {type(value).__name__}"
+        return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+    return type(value).__name__
+
+
+def string_tensor(texts):
+    """`texts` (str, bytes, nested lists of them, or a string tensor) as a tf.string tensor.
+
+    Raises:
+        TypeError: for anything else (None, numbers, an int tensor), saying what it got.
+    """
+    if isinstance(texts, (tf.Tensor, tf.RaggedTensor)) and texts.dtype != tf.string:
+        raise TypeError(f"expected text (str, or a string tensor), got {_kind(texts)}")
+    try:
+        return tf.convert_to_tensor(texts, tf.string)
+    except (TypeError, ValueError):
+        raise TypeError(f"expected text (str, or a list or tensor of strings), got "
+                        f"{_kind(texts)}") from None
+
+
+def _one_text(text):
+    """One text as a batch of one; errors say what `tokenize` takes."""
+    if isinstance(text, (str, bytes)) or (isinstance(text, tf.Tensor) and text.shape.rank == 0
+                                          and text.dtype == tf.string):
+        return tf.reshape(tf.convert_to_tensor(text, tf.string), [1])
+    raise TypeError(f"tokenize takes one str (or UTF-8 bytes), got {_kind(text)}; "
+                    "tokenize_ids takes a batch")
+
+
 def _as_batch(texts):
-    texts = tf.convert_to_tensor(texts, tf.string)
+    texts = string_tensor(texts)
     if texts.shape.rank != 1:
         raise ValueError(f"expected a batch of strings [batch], got shape {texts.shape}")
     return texts

@@ -131,3 +131,33 @@ def load_added_tokens(vocab_file):
         return []
     with open(path, encoding="utf-8") as f:
         return [line.strip() for line in f if line.strip()]
+
+
+def check_vocab_size(vocab, vocab_size, model_source=None):
+    """Raises unless `vocab` has exactly `vocab_size` tokens, one per embedding row.
+
+    A longer vocab makes ids past the table (an index error mid-training, or silently wrong
+    outputs under XLA, which clamps out-of-range gathers); a shorter one is almost always the
+    vocab of another model. Call it wherever a vocab meets a model (the recipes do).
+
+    Args:
+        vocab: `Vocab`, or str path of a `vocab.txt`.
+        vocab_size: int. The model's word-embedding rows (`vocab_size` of its config).
+        model_source: str or None. Where `vocab_size` came from (a checkpoint or
+            `bert_config.json`), for the message. Defaults to None ("the model").
+
+    Raises:
+        ValueError: naming the vocab file, both sizes and which to fix.
+    """
+    if not isinstance(vocab, Vocab):
+        vocab = load_vocab(vocab)
+    if len(vocab) == vocab_size:
+        return
+    model = f"the model ({model_source})" if model_source else "the model"
+    name = vocab.path or "the vocabulary"
+    fix = ("pass the vocab.txt the checkpoint was trained with (--vocab_file), or add the new "
+           "tokens with tools/expand_vocab.py, which grows the table too"
+           if len(vocab) > vocab_size else
+           "pass the vocab.txt the checkpoint was trained with (--vocab_file)")
+    raise ValueError(f"{name}: {len(vocab)} tokens, but {model} has vocab_size={vocab_size} "
+                     f"embedding rows — {fix}")

@@ -8,11 +8,13 @@ and Nikola_Tesla, the four with the most non-ASCII characters, and the longest c
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
 
 from kbert.data import squad
+from kbert.data.squad import read_squad_examples
 from kbert.tokenization import FullTokenizer
 from tests.oracle import google_squad
 
@@ -176,7 +178,8 @@ def test_answers_not_at_their_offset_are_counted_and_skipped(tmp_path, caplog):
     several = article(TESLA, qa("many", "q", answers=[{"text": "x", "answer_start": 99},
                                                       {"text": "John", "answer_start": 15}]))
     assert squad.read_squad_examples(several, False)[0].answers == ("x", "John")
-    assert squad.read_squad_examples(several, True) == []
+    with pytest.raises(ValueError, match="SQuAD data: none of the 1 training question"):
+        squad.read_squad_examples(several, True)
 
 
 def test_several_answers_train_on_the_first(tmp_path):
@@ -288,3 +291,35 @@ def test_kbert_tokenizer_gives_the_features_of_googles(is_training, tokenizer, v
     for field in ("token_ids", "segment_ids", "padding_mask", "token_to_orig",
                   "token_is_max_context", "start_positions", "end_positions"):
         np.testing.assert_array_equal(getattr(got, field), getattr(want, field), field)
+
+
+@pytest.mark.parametrize("data, message", [
+    ([{"title": "t"}], "data[0] has no 'paragraphs'"),
+    ({"data": [{"paragraphs": [{"qas": []}]}]}, "data[0].paragraphs[0] has no 'context'"),
+    (article("a b", {"id": "q", "answers": []}), "data[0].paragraphs[0].qas[0] has no 'question'"),
+    (article("a b", {"id": "q", "question": "w?", "answers": [{"text": "a"}]}),
+     "qas[0].answers[0] has no 'answer_start'"),
+    (article("a b", {"id": "q", "question": 3, "answers": []}),
+     "qas[0].question is 3, of type int"),
+    ({"version": "2.0"}, "not SQuAD: found an object with keys ['version']"),
+    ("text", "not SQuAD: found a JSON str"),
+])
+def test_malformed_squad_is_named(tmp_path, data, message):
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=re.escape(f"{path}: ") + ".*" + re.escape(message)):
+        read_squad_examples(str(path), is_training=True)
+
+
+def test_not_json_and_no_usable_answer(tmp_path):
+    path = tmp_path / "train.tsv"
+    path.write_text('{"data": [\n  oops\n')
+    with pytest.raises(ValueError, match=re.escape(f"{path}:2: not JSON (Expecting value")):
+        read_squad_examples(str(path), is_training=False)
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(article("a b c", {"id": "q", "question": "w?",
+                                                 "answers": [{"text": "c", "answer_start": 0}]})))
+    with pytest.raises(ValueError, match="none of the 1 training question.*q: answer 'c' is not "
+                                         "at answer_start 0"):
+        read_squad_examples(str(path), is_training=True)
+    assert len(read_squad_examples(str(path), is_training=False)) == 1

@@ -1,0 +1,148 @@
+"""tools/_cli.py as a user meets it: a quiet start, one-line errors with exit statuses, --help."""
+
+import ast
+import errno
+import glob
+import importlib
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOOLS = os.path.join(ROOT, "tools")
+# The tools import this checkout's kbert, not another one installed in the environment.
+ENV = dict(os.environ, PYTHONPATH=ROOT)
+CONLL = os.path.join(os.path.dirname(__file__), "..", "fixtures", "conll")
+# What a noisy start looks like: absl/glog-style W/E/F lines (`W1124 14:25:18.63 ...`,
+# `E0000 00:00:...`), TensorFlow's start-up notices, Python warnings and tracebacks.
+NOISE = re.compile(r"^[WEF]\d{4} |^WARNING|^ERROR|InitializeLog|oneDNN|cpu_feature_guard|"
+                   r"cuInit|cuda|Warning:|retracing|Traceback", re.MULTILINE)
+
+
+def run(tool, *args, env=None):
+    return subprocess.run([sys.executable, os.path.join(TOOLS, tool), *args],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(ENV, **(env or {})))
+
+
+def test_demo_is_quiet(tmp_path):
+    result = run("demo.py", f"--output_dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "cosine similarity" in result.stdout
+    assert not NOISE.findall(result.stdout + result.stderr), result.stderr
+
+
+def test_recipe_is_quiet_and_verbosity_shows_everything(tiny_google_dir, tmp_path):
+    # dev = train: the dev fixture has labels unseen in training, rightly a warning.
+    args = [f"--train_file={CONLL}/train.txt", f"--dev_file={CONLL}/train.txt",
+            f"--init_checkpoint={tiny_google_dir}", "--do_train", "--do_eval",
+            "--max_seq_length=16", "--train_batch_size=8", "--num_train_epochs=1"]
+    result = run("run_ner.py", *args, f"--output_dir={tmp_path}/quiet")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "dev: entity F1" in result.stderr
+    # Every progress line says what it is: no bare "1/1 - 0s - 216ms/batch".
+    assert not re.findall(r"^\d+/\d+ - .*/batch$", result.stdout, re.MULTILINE), result.stdout
+    assert re.search(r"^predicting \d+ windows: \d+/\d+ - ", result.stdout, re.MULTILINE)
+    assert not NOISE.findall(result.stdout + result.stderr), result.stdout + result.stderr
+    # A bad flag value fails the same way with the start-up lines shown.
+    result = run("run_ner.py", *args, "--data_format=tsv", "--verbosity=1",
+                 f"--output_dir={tmp_path}/loud")
+    assert result.returncode == 2
+    assert "InitializeLog" in result.stderr or "I0000" in result.stderr
+
+
+def test_help_exits_zero_with_the_example_intact():
+    for tool in ("run_classifier.py", "run_ner.py"):
+        result = run(tool, "--help")
+        assert result.returncode == 0, result.stderr[-2000:]
+        lines = result.stdout.splitlines()
+        example = [i for i, line in enumerate(lines) if line.lstrip().startswith("python tools/")]
+        assert example, result.stdout[:500]
+        assert lines[example[0]].endswith(" \\") and lines[example[0] + 1].startswith("      --")
+        assert "--output_dir:" in result.stdout and not result.stderr.strip()
+        assert "small models (6 layers or fewer, hidden 384-512, e.g. MiniLM) need 1e-4 to " \
+               "2e-4" in " ".join(result.stdout.split())  # learning-rate guidance
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(TOOLS, "[a-z]*.py"))))
+def test_every_tool_docstring_keeps_its_line_breaks(path):
+    """A single backslash at a line's end in a docstring joins the lines: `MRPC      --init`."""
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    doc = ast.get_docstring(ast.parse(source), clean=False)
+    assert doc, f"{path}: no module docstring (absl prints it as --help)"
+    joined = [line for line in doc.splitlines() if re.search(r"\S {4,}--\w", line)]
+    assert not joined, f"{path}: lines joined by a lone backslash: {joined}"
+    assert re.search(r"^import _cli$", source, re.MULTILINE), f"{path}: not started by _cli"
+
+
+def test_usage_error_shows_only_that_flags_help(tmp_path):
+    result = run("run_ner.py", f"--output_dir={tmp_path}", "--do_eval", "--data_format=tsv")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == "error: flag --data_format=tsv: value should be one of <conll|two_column>"
+    assert lines[1].startswith("  --data_format: <conll|two_column>")
+    assert "--train_file:" not in result.stderr and "Traceback" not in result.stderr
+
+    result = run("run_ner.py", f"--output_dir={tmp_path}", "--do_eval")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: do_eval needs dev_file\n")
+    assert "  --dev_file: Dev data" in result.stderr and "--test_file:" not in result.stderr
+
+    result = run("run_ner.py", "--do_eval", "--dev_fil=x")
+    assert result.returncode == 2 and "dev_fil" in result.stderr.splitlines()[0]
+
+
+def test_bad_input_is_one_line_and_the_traceback_needs_verbosity(tmp_path):
+    missing = tmp_path / "no_such_release"
+    args = [f"--dev_file={CONLL}/dev.txt", f"--init_checkpoint={missing}", "--do_eval",
+            f"--output_dir={tmp_path}/out"]
+    result = run("run_ner.py", *args)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(missing) in lines[0]
+    result = run("run_ner.py", *args, env={"KBERT_VERBOSE": "1"})
+    assert result.returncode == 2 and "Traceback" in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == lines[0]
+
+
+def test_output_dir_under_a_file(tiny_google_dir, tmp_path):
+    (tmp_path / "a_file").write_text("keep me")
+    result = run("run_ner.py", f"--train_file={CONLL}/train.txt",
+                 f"--init_checkpoint={tiny_google_dir}", "--do_train",
+                 "--max_seq_length=16", f"--output_dir={tmp_path}/a_file/out")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        f"error: {tmp_path}/a_file: is a file, so {tmp_path}/a_file/out cannot be a directory")
+    assert (tmp_path / "a_file").read_text() == "keep me"
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    """tools/_cli.py imported here, verbose so that it leaves this process's stderr alone."""
+    monkeypatch.setenv("KBERT_VERBOSE", "1")
+    monkeypatch.syspath_prepend(TOOLS)
+    sys.modules.pop("_cli", None)
+    yield importlib.import_module("_cli")
+    sys.modules.pop("_cli", None)
+
+
+def test_exit_statuses_and_messages(cli, tmp_path):
+    status, message = cli.describe(ValueError("train.tsv:3: expected 2 columns, found 1"))
+    assert (status, message) == (2, "error: train.tsv:3: expected 2 columns, found 1")
+    status, message = cli.describe(PermissionError(errno.EACCES, "Permission denied", "/ro/out"))
+    assert status == 2 and message.startswith("error: /ro/out: cannot write here")
+    status, message = cli.describe(FileNotFoundError("vocab.txt: not found"))
+    assert (status, message) == (2, "error: vocab.txt: not found")
+    status, message = cli.describe(RuntimeError("boom"))
+    assert status == 1 and message.startswith("error: internal error (RuntimeError): boom")
+    assert "--verbosity=1" in message
+    (tmp_path / "file").write_text("")
+    status, message = cli.describe(FileExistsError(errno.EEXIST, "File exists",
+                                                   str(tmp_path / "file")))
+    assert (status, message) == (2, f"error: {tmp_path}/file: is a file, not a directory — "
+                                    "give a directory's path")
+    assert cli.verbose(["tool", "--verbosity=1"]) and cli.verbose(["tool", "-v", "2"])

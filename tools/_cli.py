@@ -1,0 +1,195 @@
+"""What every tool shares: a quiet start, one-line errors and a --help that exits 0.
+
+Import this module before anything that imports TensorFlow (`import _cli` first in a tool):
+it hides TensorFlow's C++/absl start-up lines (the oneDNN and CPU-feature notices, "All log
+messages before absl::InitializeLog()", cuInit on a machine without a GPU) and its Python
+warnings such as tf.function retracing. `--verbosity=1` (or KBERT_VERBOSE=1) shows all of it,
+and full tracebacks. Then end the tool with `_cli.run(main)` instead of `absl.app.run(main)`:
+errors end the run with one line on stderr,
+
+    error: <file>:<line>: <what> — <how to fix>
+
+(as much of it as the error knows), exit status 2 for bad input (usage and flag errors,
+ValueError, missing or unwritable files) and 1 for anything else, an internal error.
+"""
+
+import errno
+import logging as std_logging
+import os
+import re
+import sys
+import traceback
+import warnings
+
+# The --learning_rate help of the fine-tuning tools (evidence: BENCHMARKS.md, CoNLL NER).
+LEARNING_RATE_HELP = (
+    "Peak learning rate of AdamW. 5e-5 (Google's) suits BERT-Base and Large (2e-5 to 5e-5); "
+    "small models (6 layers or fewer, hidden 384-512, e.g. MiniLM) need 1e-4 to 2e-4: "
+    "MiniLM-L6 on CoNLL NER reached dev F1 0.80 at 2e-4 and 0.49 at 5e-5 (BENCHMARKS.md).")
+_HELP_ARGS = ("--help", "-help", "-h", "-?", "--helpshort", "--helpfull")
+_VERBOSITY = re.compile(r"^--?(?:verbosity|v)=?(-?\d+)$")
+# tf.errors raised for files, not programs: missing, unreadable or corrupt inputs.
+_TF_INPUT_ERRORS = ("NotFoundError", "PermissionDeniedError", "DataLossError",
+                    "AlreadyExistsError", "FailedPreconditionError")
+
+
+def verbose(argv=None):
+    """Whether --verbosity=N (N >= 1) is in `argv` or KBERT_VERBOSE=1 is set."""
+    argv = sys.argv if argv is None else argv
+    if os.environ.get("KBERT_VERBOSE", "0") not in ("", "0"):
+        return True
+    for i, arg in enumerate(argv[1:], 1):
+        match = _VERBOSITY.match(arg)
+        if match is None and arg in ("--verbosity", "-v") and i + 1 < len(argv):
+            match = re.match(r"^(-?\d+)$", argv[i + 1])
+        if match and int(match.group(1)) >= 1:
+            return True
+    return False
+
+
+def _quiet_start():
+    """Sets TensorFlow's log level and imports it with stderr (fd 2) pointed at /dev/null."""
+    # C++ lines logged after absl::InitializeLog obey this; ERROR level hides the spurious
+    # "oneDNN supports DT_INT64 only on platforms with AVX-512" and GeneratorDatasetOp lines.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    # Lines logged before absl::InitializeLog (during import and the first device query,
+    # where a CPU-only machine logs a cuInit failure) ignore it, so they go to /dev/null.
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    # tf.function retracing and deprecation notices: for developers, not for users of a tool.
+    std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", module=r"keras(\..*)?")
+
+
+VERBOSE = verbose()
+if not VERBOSE:
+    _quiet_start()
+
+from absl import app  # noqa: E402  (after the quiet start: absl's C++ twin logs on import)
+from absl import flags  # noqa: E402
+
+
+def _flag_help(name):
+    """`--name: help (default: x)` for a flag of this program."""
+    flag = flags.FLAGS[name]
+    default = "" if flag.default is None else f" (default: {flag.default_as_str})"
+    return f"  --{flag.name}: {flag.help}{default}"
+
+
+def _named_flags(message):
+    """The flags of this program that `message` names, as --flag or as a bare word."""
+    own = {f.name for f in flags.FLAGS.get_key_flags_for_module(sys.argv[0])}
+    named = []
+    for dashed, bare in re.findall(r"--?([A-Za-z_]\w*)|\b([a-z][a-z0-9]*_[a-z0-9_]+)\b",
+                                   message):
+        name = dashed or bare
+        if name not in own and name.startswith("no"):
+            name = name[2:]
+        if name in own and name not in named:
+            named.append(name)
+    return named
+
+
+def _usage_error(message):
+    lines = [f"error: {message}"]
+    lines += [_flag_help(name) for name in _named_flags(message)[:3]]
+    lines.append(f"Run `{os.path.basename(sys.argv[0])} --help` to see every flag.")
+    return "\n".join(lines)
+
+
+def _file_error(error):
+    """One line for an OSError: the path, what is wrong with it and what to do."""
+    path = error.filename
+    if path is None:  # raised with a message of its own, e.g. "vocab.txt: not found"
+        return str(error)
+    path = os.fspath(path)
+    if error.errno in (errno.EEXIST, errno.ENOTDIR):
+        parent = path
+        while parent and not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if parent == path and not os.path.isdir(path):
+            return f"{path}: is a file, not a directory — give a directory's path"
+        if parent and not os.path.isdir(parent):
+            return (f"{parent}: is a file, so {path} cannot be a directory under it — "
+                    "give a path whose parents are directories")
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return (f"{path}: cannot write here ({error.strerror}) — choose a writable directory "
+                "or change its permissions")
+    if error.errno == errno.ENOENT:
+        return f"{path}: not found — check the path"
+    return f"{path}: {error.strerror}"
+
+
+def _tf_error_line(error):
+    """The line of a TensorFlow error that says what went wrong, without its graph trace."""
+    lines = [line.strip() for line in error.message.splitlines()]
+    useful = [line for line in lines if line and not line.startswith(
+        ("Graph execution error", "Detected at node", "File ", "[[", "Traceback"))]
+    return useful[-1] if useful else error.message
+
+
+def describe(error):
+    """(exit status, message) for an exception that ended a tool."""
+    if isinstance(error, app.UsageError):
+        return 2, _usage_error(str(error))
+    if isinstance(error, flags.Error):
+        return 2, _usage_error(str(error))
+    if isinstance(error, OSError):
+        return 2, f"error: {_file_error(error)}"
+    if isinstance(error, ValueError):
+        return 2, f"error: {error}"
+    if type(error).__module__.startswith("tensorflow"):
+        line = _tf_error_line(error) if hasattr(error, "message") else str(error)
+        if type(error).__name__ in _TF_INPUT_ERRORS:
+            return 2, f"error: {line}"
+        return 1, (f"error: internal error ({type(error).__name__}): {line} — rerun with "
+                   "--verbosity=1 for the traceback")
+    return 1, (f"error: internal error ({type(error).__name__}): {error} — rerun with "
+               "--verbosity=1 for the traceback and report it")
+
+
+def _parse_flags(argv):
+    """absl's flag parsing, but --help exits 0 and a bad flag prints only that flag's help."""
+    if any(arg in _HELP_ARGS for arg in argv[1:]):
+        app.usage(shorthelp="--helpfull" not in argv, writeto_stdout=True, exitcode=0)
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        if VERBOSE:
+            traceback.print_exc()
+        print(_usage_error(str(e)), file=sys.stderr)
+        sys.exit(2)
+
+
+def run(main):
+    """`absl.app.run(main)` with one-line errors and exit statuses 2 (bad input) and 1."""
+
+    def checked_main(argv):
+        try:
+            return main(argv)
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            sys.exit(130)
+        except Exception as e:  # noqa: BLE001  (every error becomes one line and a status)
+            if VERBOSE:
+                traceback.print_exc()
+            status, message = describe(e)
+            sys.stdout.flush()
+            print(message, file=sys.stderr)
+            sys.exit(status)
+
+    app.run(checked_main, flags_parser=_parse_flags)
