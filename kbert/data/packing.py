@@ -3,15 +3,16 @@
 A batch of short sentences (SST-2: 13 word pieces on average) padded to its longest example
 is mostly padding; packed, it is a few full rows. Each training batch keeps its examples (the
 same examples per step as unpacked batching, so the recipe's hyper-parameters still hold),
-placed greedily first-fit into rows of at most `max_seq_length` tokens. In a row, each example
+placed greedily, longest first, each into the first row with room (first-fit decreasing) in
+rows of at most `max_seq_length` tokens. In a row, each example
 keeps its `[CLS] ... [SEP]` tokens and segment ids, its positions restart at 0, and its
 `example_ids` (1, 2, ... in the row; 0 on padding) restrict attention to its own tokens, so
 `BertClassifier` on a packed encoder gives every example the logits it gets alone.
 
-    row:           [CLS] a  b [SEP] [CLS] c [SEP] [CLS] d  e  f [SEP]  pad
-    position_ids:    0   1  2   3     0   1   2     0   1  2  3   4     0
-    example_ids:     1   1  1   1     2   2   2     3   3  3  3   3     0
-    cls_positions: [0, 4, 7]
+    row:           [CLS] a  b  c [SEP] [CLS] d  e [SEP] [CLS] f [SEP]  pad
+    position_ids:    0   1  2  3   4     0   1  2   3     0   1   2     0
+    example_ids:     1   1  1  1   1     2   2  2   2     3   3   3     0
+    cls_positions: [0, 5, 9]
 
 Train with `SparseCategoricalCrossentropy(from_logits=True, ignore_class=PAD_LABEL)`, so the
 loss is the mean over the batch's examples, and the per-slot `sample_weight` for metrics.
@@ -70,7 +71,7 @@ def first_fit(lengths, capacity):
 
 
 def pack(token_ids, segment_ids, labels, max_seq_length, example_index=None):
-    """Packs examples into as few rows as first-fit finds, padded to the fullest row.
+    """Packs examples into as few rows as first-fit decreasing finds, padded to the fullest.
 
     Args:
         token_ids: sequence of 1-D int arrays. Each example's tokens, `[CLS]` first.
@@ -88,7 +89,10 @@ def pack(token_ids, segment_ids, labels, max_seq_length, example_index=None):
         raise ValueError(f"{len(lengths)} token_ids but {len(segment_ids)} segment_ids and "
                          f"{len(labels)} labels")
     example_index = np.arange(len(lengths)) if example_index is None else example_index
-    rows = first_fit(lengths, max_seq_length)
+    # Longest first (a stable sort): fuller rows than in the given order.
+    by_length = np.argsort(-np.asarray(lengths), kind="stable")
+    rows = [[int(by_length[i]) for i in row]
+            for row in first_fit([lengths[i] for i in by_length], max_seq_length)]
     seq = max(sum(lengths[i] for i in row) for row in rows)
     slots = max(len(row) for row in rows)
     features = {name: np.zeros((len(rows), seq), np.int32) for name in (

@@ -14,26 +14,27 @@ def test_first_fit_puts_each_example_in_the_first_row_with_room():
 
 
 def test_pack_layout_as_the_module_docstring():
-    token_ids = [np.array([2, 10, 11, 3]), np.array([2, 12, 3]), np.array([2, 13, 14, 15, 3])]
-    segment_ids = [np.array([0, 0, 0, 0]), np.array([0, 0, 0]), np.array([0, 0, 1, 1, 1])]
+    # Given shortest first; placed longest first (first-fit decreasing).
+    token_ids = [np.array([2, 12, 3]), np.array([2, 13, 14, 3]), np.array([2, 10, 11, 15, 3])]
+    segment_ids = [np.array([0, 0, 0]), np.array([0, 0, 1, 1]), np.array([0, 0, 0, 1, 1])]
     batch = packing.pack(token_ids, segment_ids, np.array([1, 0, 1]), max_seq_length=13,
                          example_index=np.array([7, 8, 9]))
     f = batch.features
-    np.testing.assert_array_equal(f["token_ids"], [[2, 10, 11, 3, 2, 12, 3, 2, 13, 14, 15, 3]])
-    np.testing.assert_array_equal(f["position_ids"], [[0, 1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 4]])
-    np.testing.assert_array_equal(f["example_ids"], [[1, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 3]])
-    np.testing.assert_array_equal(f["segment_ids"], [[0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1]])
+    np.testing.assert_array_equal(f["token_ids"], [[2, 10, 11, 15, 3, 2, 13, 14, 3, 2, 12, 3]])
+    np.testing.assert_array_equal(f["position_ids"], [[0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2]])
+    np.testing.assert_array_equal(f["example_ids"], [[1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3]])
+    np.testing.assert_array_equal(f["segment_ids"], [[0, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0]])
     np.testing.assert_array_equal(f["padding_mask"], np.ones((1, 12)))
-    np.testing.assert_array_equal(f["cls_positions"], [[0, 4, 7]])
+    np.testing.assert_array_equal(f["cls_positions"], [[0, 5, 9]])
     np.testing.assert_array_equal(batch.labels, [[1, 0, 1]])
-    np.testing.assert_array_equal(batch.example_index, [[7, 8, 9]])
-    # Two rows, padded to the fuller one (7 of 8 tokens): the second has an empty slot.
+    np.testing.assert_array_equal(batch.example_index, [[9, 8, 7]])
+    # Two rows of at most 8, padded to the fuller one (7 tokens): the second has an empty slot.
     batch = packing.pack(token_ids, segment_ids, np.array([1, 0, 1]), max_seq_length=8)
-    np.testing.assert_array_equal(batch.features["padding_mask"], [[1] * 7, [1] * 5 + [0] * 2])
-    np.testing.assert_array_equal(batch.features["example_ids"][1], [1] * 5 + [0] * 2)
-    np.testing.assert_array_equal(batch.labels, [[1, 0], [1, packing.PAD_LABEL]])
+    np.testing.assert_array_equal(batch.example_index, [[2, 0], [1, -1]])
+    np.testing.assert_array_equal(batch.features["padding_mask"], [[1] * 8, [1] * 4 + [0] * 4])
+    np.testing.assert_array_equal(batch.features["example_ids"][1], [1] * 4 + [0] * 4)
+    np.testing.assert_array_equal(batch.labels, [[1, 1], [0, packing.PAD_LABEL]])
     np.testing.assert_array_equal(batch.sample_weight, [[1, 1], [1, 0]])
-    np.testing.assert_array_equal(batch.example_index, [[0, 1], [2, -1]])
 
 
 def test_training_dataset_packs_every_example_once_per_epoch_and_reshuffles():

@@ -106,7 +106,7 @@ def _examples():
     from kbert.data import packing
 
     rng = np.random.default_rng(4)
-    lengths, labels = [5, 3, 6, 4], np.array([2, 0, 1, 2])
+    lengths, labels = [5, 3, 6, 4, 2], np.array([2, 0, 1, 2, 1])
     token_ids = [np.concatenate([[2], rng.integers(5, 31, n - 2), [3]]) for n in lengths]
     segment_ids = [(np.arange(n) >= n // 2).astype("int32") for n in lengths]  # pairs
     batch = packing.pack(token_ids, segment_ids, labels, max_seq_length=12)
@@ -116,9 +116,9 @@ def _examples():
 def test_packed_example_gets_the_logits_it_gets_alone(tiny_config):
     plain, packed = _packed_models(tiny_config)
     token_ids, segment_ids, labels, batch = _examples()
-    assert batch.features["token_ids"].shape == (2, 12)  # rows [0, 1, 3] and [2]
+    assert batch.features["token_ids"].shape == (2, 11)  # rows [2, 0] and [3, 1, 4]
     logits = packed(batch.features, training=False).numpy()
-    assert logits.shape == (2, 3, 3)
+    assert logits.shape == (2, 3, 3)  # an empty slot in the first row
     for row, slot in zip(*np.nonzero(batch.example_index >= 0), strict=True):
         i = batch.example_index[row, slot]
         alone = {"token_ids": token_ids[i][None].astype("int32"),
