@@ -1,21 +1,30 @@
-"""End-to-end GLUE fine-tuning: kbert's recipe vs keras-hub's BertTextClassifier, same budget.
+"""End-to-end GLUE fine-tuning: kbert's recipe vs the Hugging Face Trainer and keras-hub.
 
-For each task, runs `tools/run_classifier.py` (kbert: length-bucketed batches padded to their
-longest example) and `bench/glue_peer.py` (keras-hub's default preprocessing, every batch padded
-to --max_seq_length) as separate processes on the same real MiniLM weights (converted once to a
-Google checkpoint for kbert, read from the Hugging Face directory by keras-hub), with the same
-seeded training subset, epochs, batch size, learning rate, warm-up, optimizer and sequence
-length. Prints one row per task: dev metrics and training examples/s of both, and the ratio,
-over the whole `fit` (kbert's includes writing its per-epoch checkpoint and backup) and over
-the epochs alone (training only, timed the same way on both sides).
+For each task, runs as separate processes, one after the other, on the same real MiniLM
+weights (converted once to a Google checkpoint for kbert, read from the Hugging Face directory
+by both peers), with the same seeded training subset, epochs, batch size, learning rate,
+warm-up, weight decay and sequence length:
+  kbert        `tools/run_classifier.py` (length-bucketed batches padded to their longest
+               example), plus any --kbert_flags
+  huggingface  `bench/hf_peer.py`: `transformers.Trainer` on PyTorch, dynamic padding and
+               length grouping on (what a user would pick instead)
+  keras_hub    `bench/glue_peer.py`: keras-hub's default preprocessing, every batch padded to
+               --max_seq_length
+Prints one row per task: dev metrics and training examples/s of each, and kbert's ratio to
+each peer (Hugging Face first), over the whole `fit` (kbert's includes writing its per-epoch
+checkpoint and backup) and over the epochs alone (training only, timed the same way on every
+side). Also the compute bound of issue 28: the training step costs 2 x 3 x (non-embedding
+weights) FLOP per real token, so at the fp32 matmul peak P the bound is
+P / (6 * weights * mean tokens per example) examples/s; the row gives kbert's fraction of it.
 
-  python -m bench.finetune --tasks=SST-2:64:1:8000,MRPC:128:1:0 --work_dir=/tmp/kbert_finetune
+  python -m bench.finetune --tasks=SST-2:64:1:8000,MRPC:128:3:0 --work_dir=/tmp/kbert_finetune
 """
 
 import json
 import os
 import subprocess
 import sys
+import time
 
 from absl import app
 from absl import flags
@@ -32,6 +41,36 @@ _BATCH = flags.DEFINE_integer("train_batch_size", 32, "Training batch size (both
 _LR = flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate (both).")
 _SEED = flags.DEFINE_integer("seed", 12345, "Subset, shuffle, dropout and head seed (both).")
 _OUTPUT = flags.DEFINE_string("output", None, "Write the rows as JSON here.")
+_PEERS = flags.DEFINE_list("peers", ["huggingface", "keras_hub"], "Peers to run.")
+_KBERT_FLAGS = flags.DEFINE_list(
+    "kbert_flags", [], "Extra run_classifier.py flags, e.g. --kbert_flags=--jit_compile=false.")
+_PEAK = flags.DEFINE_float(
+    "peak_gflops", 0.0, "fp32 matmul peak for the compute bound, GFLOP/s; 0 measures it.")
+
+PEER_SCRIPTS = {"huggingface": "bench.hf_peer", "keras_hub": "bench.glue_peer"}
+
+
+def matmul_peak_gflops(size=1536, repeats=20):
+    """This machine's fp32 matmul rate, GFLOP/s: the best of `repeats` [size, size] products."""
+    import tensorflow as tf
+
+    a = tf.random.normal([size, size])
+    product = tf.function(lambda a: tf.reduce_sum(tf.matmul(a, a)))
+    product(a).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        product(a).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best / 1e9
+
+
+def non_embedding_weights(config_path):
+    """Weights a token's forward pass multiplies by: per layer the four attention
+    projections and the two feed-forward ones (biases, LayerNorms and the pooler are small)."""
+    config = _read(config_path)
+    hidden, intermediate = config["hidden_size"], config["intermediate_size"]
+    return config["num_hidden_layers"] * (4 * hidden * hidden + 2 * hidden * intermediate)
 
 
 def _minilm_dir():
@@ -58,6 +97,10 @@ def main(argv):
     checkpoint = os.path.join(_WORK.value, "minilm_google")
     if not os.path.exists(os.path.join(checkpoint, "bert_model.ckpt.index")):
         _run(["tools/convert_checkpoint.py", f"--input_dir={hf_dir}", f"--output_dir={checkpoint}"])
+    peak = _PEAK.value or matmul_peak_gflops()
+    weights = non_embedding_weights(os.path.join(checkpoint, "bert_config.json"))
+    print(f"fp32 matmul peak {peak:.0f} GFLOP/s; {weights / 1e6:.1f} M non-embedding weights",
+          flush=True)
     rows = []
     for item in _TASKS.value:
         task, seq, epochs, max_train = item.split(":")
@@ -68,35 +111,47 @@ def main(argv):
         if int(max_train):
             common.append(f"--max_train_examples={max_train}")
         kbert_dir = os.path.join(_WORK.value, f"kbert_{task}")
-        peer_json = os.path.join(_WORK.value, f"peer_{task}.json")
         _run(["tools/run_classifier.py", *common, f"--init_checkpoint={checkpoint}",
-              f"--output_dir={kbert_dir}", "--do_train", "--do_eval", "--eval_batch_size=32"])
-        _run(["-m", "bench.glue_peer", *common, f"--hf_dir={hf_dir}", f"--output={peer_json}"])
+              f"--output_dir={kbert_dir}", "--do_train", "--do_eval", "--eval_batch_size=32",
+              *_KBERT_FLAGS.value])
         kbert_train = _read(os.path.join(kbert_dir, "train_results.json"))
         kbert_eval = _read(os.path.join(kbert_dir, "eval_results.json"))
-        peer = _read(peer_json)
+        # Training alone: the epochs' time, as every side times it (kbert's timer runs before
+        # its checkpoint and backup callbacks, which the peers do not have).
+        examples = kbert_train["examples"] * float(epochs)
         row = {"task": task, "max_seq_length": int(seq), "epochs": float(epochs),
                "train_examples": kbert_train["examples"],
                "kbert_examples_per_second": kbert_train["examples_per_second"],
-               "peer_examples_per_second": peer["train"]["examples_per_second"],
-               "kbert_dev": {k: v for k, v in kbert_eval.items() if k.startswith("dev")},
-               "peer_dev": peer["eval"]}
-        row["speedup"] = round(row["kbert_examples_per_second"]
-                               / row["peer_examples_per_second"], 2)
-        # Training alone: the epochs' time, as both time it (kbert's timer runs before its
-        # checkpoint and backup callbacks, which the peer does not have).
-        examples = row["train_examples"] * row["epochs"]
-        row["kbert_epoch_examples_per_second"] = round(
-            examples / sum(kbert_train["epoch_seconds"]), 2)
-        row["peer_epoch_examples_per_second"] = round(
-            examples / sum(peer["train"]["epoch_seconds"]), 2)
-        row["epoch_speedup"] = round(row["kbert_epoch_examples_per_second"]
-                                     / row["peer_epoch_examples_per_second"], 2)
+               "kbert_epoch_examples_per_second": round(
+                   examples / sum(kbert_train["epoch_seconds"]), 2),
+               "kbert_dev": {k: v for k, v in kbert_eval.items() if k.startswith("dev")}}
+        tokens = kbert_train["mean_tokens_per_example"]
+        row["compute_bound_examples_per_second"] = round(peak * 1e9 / (6 * weights * tokens), 1)
+        row["fraction_of_bound"] = round(
+            row["kbert_epoch_examples_per_second"] / row["compute_bound_examples_per_second"], 3)
+        for peer in _PEERS.value:
+            if peer not in PEER_SCRIPTS:
+                raise app.UsageError(f"--peers: unknown {peer!r}, expected {list(PEER_SCRIPTS)}")
+            peer_json = os.path.join(_WORK.value, f"{peer}_{task}.json")
+            _run(["-m", PEER_SCRIPTS[peer], *common, f"--hf_dir={hf_dir}",
+                  f"--output={peer_json}"])
+            result = _read(peer_json)
+            row[f"{peer}_examples_per_second"] = result["train"]["examples_per_second"]
+            row[f"{peer}_epoch_examples_per_second"] = round(
+                examples / sum(result["train"]["epoch_seconds"]), 2)
+            row[f"{peer}_dev"] = result["eval"]
+            row[f"speedup_vs_{peer}"] = round(
+                row["kbert_examples_per_second"] / row[f"{peer}_examples_per_second"], 2)
+            row[f"epoch_speedup_vs_{peer}"] = round(
+                row["kbert_epoch_examples_per_second"]
+                / row[f"{peer}_epoch_examples_per_second"], 2)
         rows.append(row)
         print(json.dumps(row), flush=True)
     if _OUTPUT.value:
-        with open(_OUTPUT.value, "w", encoding="utf-8") as f:
+        temporary = _OUTPUT.value + ".tmp"
+        with open(temporary, "w", encoding="utf-8") as f:
             json.dump(rows, f, indent=2)
+        os.replace(temporary, _OUTPUT.value)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,9 @@ class BertEmbeddings(keras.layers.Layer):
     Call args:
         token_ids: int tensor [batch, seq].
         segment_ids: int tensor [batch, seq].
+        position_ids: int tensor [batch, seq] or None. Row of the position table for each
+            token, for packed rows where every example restarts at 0. Defaults to None
+            (0, 1, ..., seq - 1).
 
     Returns:
         float tensor [batch, seq, hidden].
@@ -56,7 +59,7 @@ class BertEmbeddings(keras.layers.Layer):
             epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="layer_norm")
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
 
-    def build(self, token_ids_shape, segment_ids_shape=None):
+    def build(self, token_ids_shape, segment_ids_shape=None, position_ids_shape=None):
         self.token_embedding.build(token_ids_shape)
         embedded_shape = tuple(token_ids_shape) + (self.hidden_dim,)
         self.position_embedding.build(embedded_shape)
@@ -64,17 +67,19 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm.build(embedded_shape)
         self.built = True
 
-    def call(self, token_ids, segment_ids, training=None):
+    def call(self, token_ids, segment_ids, position_ids=None, training=None):
         length = token_ids.shape[-1]
         if isinstance(length, int) and length > self.max_sequence_length:
             raise ValueError(
                 f"token_ids has sequence length {length}, longer than max_sequence_length "
                 f"(max_position_embeddings) {self.max_sequence_length}; truncate the input")
         words = self.token_embedding(token_ids)
-        x = words + self.position_embedding(words) + self.segment_embedding(segment_ids)
+        positions = self.position_embedding(words, positions=position_ids)
+        x = words + positions + self.segment_embedding(segment_ids)
         return self.dropout_layer(self.layer_norm(x), training=training)
 
-    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
+    def compute_output_shape(self, token_ids_shape, segment_ids_shape=None,
+                             position_ids_shape=None):
         return tuple(token_ids_shape) + (self.hidden_dim,)
 
     def get_config(self):

@@ -74,6 +74,9 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
         training: bool. Apply dropout.
         first_token_only: bool. Return only the first ([CLS]) position, [batch, 1, hidden],
             equal to the full output's `[:, :1]` at a fraction of the cost. Defaults to False.
+        query_positions: int tensor [batch, q] or None. Return only these positions, [batch,
+            q, hidden], equal to gathering them from the full output (the `[CLS]` of each
+            example of a packed row). Defaults to None.
         return_attention_scores: bool. Also return the attention probabilities (before
             dropout), [batch, heads, q, seq]. Defaults to False.
     """
@@ -101,7 +104,7 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
             attention_dropout, dtype=self.dtype_policy, name="attention_probs_dropout")
 
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
-             first_token_only=False, return_attention_scores=False):
+             first_token_only=False, return_attention_scores=False, query_positions=None):
         # By hand, over keras-nlp's own sublayers and weights: its TransformerEncoder runs the
         # Dense/EinsumDense sublayers on [batch, seq, hidden], which Keras' TensorFlow backend
         # lowers to a broadcasting BatchMatMulV2 that oneDNN runs at about half the speed of a
@@ -112,8 +115,15 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
         # A head that reads only [CLS] (the classifier's pooler) needs its last layer there
         # alone: keys and values from every position, but the query, attention output,
         # feed-forward and LayerNorms of one position (about 1/6 of the layer's work).
-        query_length = 1 if first_token_only else length
-        query = keras.ops.reshape(inputs[:, :query_length, :], (-1, hidden))
+        if query_positions is not None:
+            queries = tf.gather(inputs, query_positions, batch_dims=1)
+            query_length = keras.ops.shape(query_positions)[1]
+            if attention_mask is not None:  # the queries' rows, first as `_attention_bias` reads
+                attention_mask = tf.gather(attention_mask, query_positions, batch_dims=1)
+        else:
+            query_length = 1 if first_token_only else length
+            queries = inputs[:, :query_length, :]
+        query = keras.ops.reshape(queries, (-1, hidden))
         x, probs = self._attend(
             query, keras.ops.reshape(inputs, (-1, hidden)), (batch, query_length, length),
             self._attention_bias(padding_mask, attention_mask, query_length), training)
@@ -200,9 +210,11 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
         return keras.ops.cast(keras.ops.softmax(scores, axis=-1), self.compute_dtype)
 
     def compute_output_spec(self, inputs, *args, first_token_only=False,
-                            return_attention_scores=False, **kwargs):
+                            return_attention_scores=False, query_positions=None, **kwargs):
         batch, length, hidden = inputs.shape
         query_length = 1 if first_token_only else length
+        if query_positions is not None:
+            query_length = query_positions.shape[1]
         output = keras.KerasTensor((batch, query_length, hidden), dtype=self.compute_dtype)
         if not return_attention_scores:
             return output

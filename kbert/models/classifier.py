@@ -4,6 +4,7 @@ import keras
 
 from kbert import checkpoints
 from kbert.models.encoder import BertEncoder
+from kbert.models.encoder import input_names
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -20,10 +21,13 @@ class BertClassifier(keras.Model):
         dropout: float. Dropout on the pooled output. Defaults to 0.1.
         dtype: dtype or `keras.DTypePolicy`. Defaults to the encoder's policy.
 
-    Inputs (dict of int32 [batch, seq]): token_ids, segment_ids, padding_mask.
+    Inputs (dict of int32 [batch, seq]): token_ids, segment_ids, padding_mask. On a `packed`
+        encoder, also its position_ids and example_ids, and cls_positions [batch, examples]:
+        where each example of a row starts (see `kbert.data.packing`).
 
     Outputs:
-        [batch, num_classes] float32 logits (or regression scores for `num_classes=1`).
+        [batch, num_classes] float32 logits (or regression scores for `num_classes=1`);
+        [batch, examples, num_classes] on a packed encoder, one row per example slot.
 
     Example:
     ```python
@@ -49,9 +53,10 @@ class BertClassifier(keras.Model):
             dtype=dtype, name="logits")
 
         # === Functional graph ===
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in ("token_ids", "segment_ids", "padding_mask")}
-        pooled = encoder.pooled_output(inputs)
+        names = input_names(encoder.packed) + (
+            ("cls_positions",) if encoder.packed else ())
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in names}
+        pooled = encoder.pooled_output(inputs, inputs.get("cls_positions"))
         # Logits in float32 under mixed precision, so the loss is computed in full precision.
         logits = keras.layers.Activation("linear", dtype="float32", name="output")(
             self.output_dense(self.output_dropout(pooled)))

@@ -9,6 +9,12 @@ from kbert.layers.token_id_check import TokenIdCheck
 from kbert.layers.transformer import BertTransformerLayer
 
 
+def input_names(packed=False):
+    """The encoder's input names: keras-nlp's three, and two more for packed rows."""
+    names = ("token_ids", "segment_ids", "padding_mask")
+    return names + ("position_ids", "example_ids") if packed else names
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class BertEncoder(keras.Model):
     """The BERT encoder of Google's modeling.py `BertModel`, as a functional Keras model.
@@ -30,10 +36,15 @@ class BertEncoder(keras.Model):
         check_token_ids: bool. Raise on token ids outside [0, vocabulary_size) instead of
             returning outputs for them (`TokenIdCheck`; the model then runs without XLA).
             Defaults to False.
+        packed: bool. Take packed rows (several examples per row, `kbert.data.packing`): two
+            more inputs, and attention only within each example. Defaults to False.
         dtype: dtype or `keras.DTypePolicy`. Defaults to the global policy.
 
     Inputs (dict of int32 [batch, seq], seq <= max_sequence_length):
         token_ids, segment_ids, padding_mask (1 for real tokens, 0 for padding).
+        With `packed`, also position_ids (each example's positions, from 0) and example_ids
+        (the same number for the tokens of one example; a token attends to the tokens of
+        its own example only). An example in a packed row gets the outputs it gets alone.
 
     Outputs (dict):
         sequence_output: [batch, seq, hidden], the last layer.
@@ -51,8 +62,8 @@ class BertEncoder(keras.Model):
 
     def __init__(self, vocabulary_size, num_layers, num_heads, hidden_dim, intermediate_dim,
                  activation="gelu", dropout=0.1, attention_dropout=0.1, max_sequence_length=512,
-                 num_segments=2, initializer_range=0.02, check_token_ids=False, dtype=None,
-                 **kwargs):
+                 num_segments=2, initializer_range=0.02, check_token_ids=False, packed=False,
+                 dtype=None, **kwargs):
         # Fails early, with BertConfig's messages, on values Google's code would reject.
         BertConfig.from_encoder_kwargs(dict(
             vocabulary_size=vocabulary_size, num_layers=num_layers, num_heads=num_heads,
@@ -80,13 +91,15 @@ class BertEncoder(keras.Model):
             dtype=dtype, name="pooler")
 
         # === Functional graph ===
+        self.packed = packed  # read by _embed and _masks
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in ("token_ids", "segment_ids", "padding_mask")}
-        x = self.embeddings(self._checked(inputs["token_ids"]), inputs["segment_ids"])
+                  for name in input_names(packed)}
+        x = self._embed(inputs)
         embedding_output = x
         encoder_outputs = []
+        masks = self._masks(inputs)
         for layer in self.transformer_layers:
-            x = layer(x, padding_mask=inputs["padding_mask"])
+            x = layer(x, **masks)
             encoder_outputs.append(x)
         outputs = {
             "sequence_output": x,
@@ -113,25 +126,42 @@ class BertEncoder(keras.Model):
     def _checked(self, token_ids):
         return self.token_id_check(token_ids) if self.token_id_check else token_ids
 
-    def pooled_output(self, inputs):
+    def pooled_output(self, inputs, cls_positions=None):
         """`self(inputs)["pooled_output"]` alone, for heads that read nothing else.
 
-        The last layer runs for the [CLS] position only (`first_token_only`), which a full
-        call cannot do because it also returns every position: the same values for less work.
+        The last layer runs for the [CLS] position(s) only (`first_token_only` or
+        `query_positions`), which a full call cannot do because it also returns every
+        position: the same values for less work.
 
         Args:
-            inputs: dict of int32 [batch, seq] token_ids, segment_ids, padding_mask
-                (symbolic `keras.Input`s or tensors).
+            inputs: dict of int32 [batch, seq] inputs (symbolic `keras.Input`s or tensors).
+            cls_positions: int32 [batch, examples] or None. Packed rows: the position of each
+                example's `[CLS]`. Defaults to None (the first position).
 
         Returns:
-            [batch, hidden] pooled output.
+            [batch, hidden] pooled output, or [batch, examples, hidden] with `cls_positions`.
         """
-        x = self.embeddings(self._checked(inputs["token_ids"]), inputs["segment_ids"])
+        x = self._embed(inputs)
+        masks = self._masks(inputs)
         for layer in self.transformer_layers[:-1]:
-            x = layer(x, padding_mask=inputs["padding_mask"])
-        x = self.transformer_layers[-1](x, padding_mask=inputs["padding_mask"],
-                                        first_token_only=True)
-        return self.pooler(x[:, 0, :])
+            x = layer(x, **masks)
+        if cls_positions is None:
+            x = self.transformer_layers[-1](x, **masks, first_token_only=True)
+            return self.pooler(x[:, 0, :])
+        return self.pooler(self.transformer_layers[-1](x, **masks, query_positions=cls_positions))
+
+    def _embed(self, inputs):
+        return self.embeddings(self._checked(inputs["token_ids"]), inputs["segment_ids"],
+                               position_ids=inputs["position_ids"] if self.packed else None)
+
+    def _masks(self, inputs):
+        """The attention-mask arguments of a transformer layer for `inputs`."""
+        if not self.packed:
+            return {"padding_mask": inputs["padding_mask"]}
+        # Block-diagonal: query i sees key j when both belong to the same example.
+        example_ids = inputs["example_ids"]
+        return {"padding_mask": inputs["padding_mask"], "attention_mask": keras.ops.equal(
+            keras.ops.expand_dims(example_ids, 2), keras.ops.expand_dims(example_ids, 1))}
 
     @property
     def token_embedding(self):
@@ -190,6 +220,7 @@ class BertEncoder(keras.Model):
             "num_segments": self.num_segments,
             "initializer_range": self.initializer_range,
             "check_token_ids": self.check_token_ids,
+            "packed": self.packed,
         })
         return config
 

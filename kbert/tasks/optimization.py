@@ -4,6 +4,10 @@ As Google's optimization.py `create_optimizer`, for fine-tuning and pretraining 
 from Keras parts: `keras.optimizers.AdamW` with `exclude_from_weight_decay`, and a schedule.
 One difference stays: Keras' Adam corrects the moment bias, Google's `AdamWeightDecayOptimizer`
 does not (TF Model Garden's port corrects it too); it only changes the first few hundred steps.
+
+`sparse_embedding_updates=True` updates only the embedding-table rows a batch used (lazy
+AdamW, see `AdamW`): the same arithmetic for those rows, a fraction of the work for a 30,522-row
+word table of which a fine-tuning batch touches a few hundred rows.
 """
 
 import keras
@@ -57,20 +61,42 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 @keras.saving.register_keras_serializable(package="kbert")
 class AdamW(keras.optimizers.AdamW):
-    """`keras.optimizers.AdamW` whose weight-decay exclusions survive `model.save`.
+    """`keras.optimizers.AdamW` whose weight-decay exclusions survive `model.save`, with an
+    XLA-compiled update and an optional sparse (lazy) update of embedding tables.
 
     Keras' `exclude_from_weight_decay` is not part of the optimizer config, so a reloaded
     model would start decaying LayerNorm weights and biases; here the names are an argument.
 
+    With `sparse_embedding_updates`, a gradient that arrives as `tf.IndexedSlices` (the word
+    and segment tables': a gather's gradient) updates only the rows it names. Its repeated
+    rows (a token used twice) are summed first, so for every updated row the step is exactly
+    the dense one: global-norm clipping over all gradients, decay `w -= lr * weight_decay * w`
+    (unless excluded by name), then bias-corrected Adam on that row's moments. A row the batch
+    did not use is left as it is, moments included, where dense AdamW would still decay it,
+    decay its moments (`m *= beta_1`, `v *= beta_2`) and move it by its remaining momentum:
+    "lazy Adam", as TF Addons' `LazyAdam` or PyTorch's `SparseAdam`. Rarely used tokens then
+    move less than under dense AdamW (no decay and no momentum between their batches).
+
     Args:
         weight_decay_exclusions: sequence of str. Regular expressions; variables whose
             `name` matches one are not decayed. Defaults to `NO_WEIGHT_DECAY`.
+        sparse_embedding_updates: bool. Update only the rows of sparse (embedding) gradients,
+            as above, instead of the whole table. Needs `global_clipnorm` or no clipping,
+            and one replica (several fall back to the dense update). Defaults to False.
         **kwargs: `keras.optimizers.AdamW` arguments.
     """
 
-    def __init__(self, weight_decay_exclusions=NO_WEIGHT_DECAY, **kwargs):
+    def __init__(self, weight_decay_exclusions=NO_WEIGHT_DECAY, sparse_embedding_updates=False,
+                 **kwargs):
         super().__init__(**kwargs)
+        if sparse_embedding_updates and (self.clipnorm or self.clipvalue):
+            raise ValueError("sparse_embedding_updates supports global_clipnorm only, got "
+                             f"clipnorm={self.clipnorm}, clipvalue={self.clipvalue}")
+        if sparse_embedding_updates and (self.use_ema or self.gradient_accumulation_steps):
+            raise ValueError("sparse_embedding_updates does not support use_ema or "
+                             "gradient_accumulation_steps")
         self.weight_decay_exclusions = tuple(weight_decay_exclusions)
+        self.sparse_embedding_updates = sparse_embedding_updates
         self.exclude_from_weight_decay(var_names=list(self.weight_decay_exclusions))
         self._fused_update = None
 
@@ -83,31 +109,100 @@ class AdamW(keras.optimizers.AdamW):
     def _backend_apply_gradients(self, grads, trainable_variables):
         if keras.backend.backend() != "tensorflow":
             return super()._backend_apply_gradients(grads, trainable_variables)
+        variables = list(trainable_variables)
+        replicated = tf.distribute.has_strategy() and not isinstance(
+            tf.distribute.get_strategy(), tf.distribute.OneDeviceStrategy)
+        if self.sparse_embedding_updates and not replicated and any(
+                isinstance(grad, tf.IndexedSlices) for grad in grads):
+            return self._apply_sparse_and_dense(grads, variables)
         # The word-embedding gradient is IndexedSlices, one row per token. Made dense: Keras'
         # Adam squares those rows before summing a repeated token's (a wrong second moment
         # whenever clipping has not already made it dense), and fixed shapes let XLA compile
         # the update once instead of at every batch length.
         grads = [tf.convert_to_tensor(grad) for grad in grads]
-        if tf.distribute.has_strategy() and not isinstance(
-                tf.distribute.get_strategy(), tf.distribute.OneDeviceStrategy):
+        if replicated:
             # Several replicas update through merge_call, which cannot run inside XLA.
-            return super()._backend_apply_gradients(grads, trainable_variables)
-        variables = list(trainable_variables)
-        key = tuple(map(id, variables))  # recompiled only if Keras passes other weights
+            return super()._backend_apply_gradients(grads, variables)
+        parent = super()._backend_apply_gradients
+        self._compiled(variables, lambda grads: parent(grads, variables))(grads)
+
+    def _compiled(self, variables, update):
+        """`update` compiled with XLA, once per list of variables (Keras passes the same)."""
+        key = tuple(map(id, variables))
         if self._fused_update is None or self._fused_update[0] != key:
-            parent = super()._backend_apply_gradients
-            update = tf.function(lambda grads: parent(grads, variables), jit_compile=True)
-            self._fused_update = (key, update)
-        self._fused_update[1](grads)
+            self._fused_update = (key, tf.function(update, jit_compile=True))
+        return self._fused_update[1]
+
+    def _apply_sparse_and_dense(self, grads, variables):
+        """The update with `sparse_embedding_updates`: dense weights through the compiled
+        update, sparse gradients' rows outside it (their row count changes every batch)."""
+        sparse = {}
+        for i, grad in enumerate(grads):
+            if isinstance(grad, tf.IndexedSlices):
+                # Keras' Adam would square a repeated row's parts before summing them.
+                rows, position = tf.unique(grad.indices)
+                sparse[i] = (rows, tf.math.unsorted_segment_sum(
+                    grad.values, position, num_segments=tf.size(rows)))
+        dense = [i for i in range(len(grads)) if i not in sparse]
+        if not dense:
+            raise ValueError("sparse_embedding_updates needs at least one dense gradient")
+        squared_norm = tf.add_n([tf.reduce_sum(tf.square(tf.cast(values, "float32")))
+                                 for _, values in sparse.values()])
+        dense_variables = [variables[i] for i in dense]
+        scale = self._compiled(
+            dense_variables, lambda grads, squared_norm: self._clipped_dense_update(
+                grads, dense_variables, squared_norm))(
+            [tf.convert_to_tensor(grads[i]) for i in dense], squared_norm)
+        for i, (rows, values) in sparse.items():
+            self._update_rows(variables[i], rows, values * tf.cast(scale, values.dtype))
+
+    def _clipped_dense_update(self, grads, variables, sparse_squared_norm):
+        """Clips by the global norm of all gradients (the sparse ones' given as their squared
+        norm), decays and updates `variables`; returns the clipping factor."""
+        scale = tf.constant(1.0)
+        if self.global_clipnorm:
+            norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.cast(g, "float32")))
+                                     for g in grads] + [sparse_squared_norm]))
+            # As keras' clip_by_global_norm: NaN for a non-finite norm.
+            scale = self.global_clipnorm * tf.minimum(1.0 / norm, 1.0 / self.global_clipnorm)
+            scale += norm - norm
+            grads = [g * tf.cast(scale, g.dtype) for g in grads]
+        self._apply_weight_decay(variables)
+        self._backend_update_step(grads, variables, self.learning_rate)
+        return scale
+
+    def _update_rows(self, variable, rows, grad):
+        """Keras' AdamW `update_step` (decay first, then Adam) on `rows` of `variable` alone."""
+        value = variable.value if isinstance(variable, keras.Variable) else variable
+        dtype = value.dtype
+        lr = tf.cast(self.learning_rate, dtype)
+        grad = tf.cast(grad, dtype)
+        step = tf.cast(self.iterations + 1, dtype)
+        alpha = lr * tf.sqrt(1 - tf.pow(tf.cast(self.beta_2, dtype), step)) / (
+            1 - tf.pow(tf.cast(self.beta_1, dtype), step))
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index].value, self._velocities[index].value
+        weights = tf.gather(value, rows)
+        if self._use_weight_decay(variable):
+            weights -= weights * tf.cast(self.weight_decay, dtype) * lr
+        m_rows = tf.gather(m, rows)
+        m_rows += (grad - m_rows) * (1 - self.beta_1)
+        v_rows = tf.gather(v, rows)
+        v_rows += (tf.square(grad) - v_rows) * (1 - self.beta_2)
+        m.scatter_update(tf.IndexedSlices(m_rows, rows))
+        v.scatter_update(tf.IndexedSlices(v_rows, rows))
+        value.scatter_update(tf.IndexedSlices(
+            weights - m_rows * alpha / (tf.sqrt(v_rows) + self.epsilon), rows))
 
     def get_config(self):
         config = super().get_config()
         config["weight_decay_exclusions"] = list(self.weight_decay_exclusions)
+        config["sparse_embedding_updates"] = self.sparse_embedding_updates
         return config
 
 
 def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, weight_decay=0.01,
-                     global_clipnorm=1.0):
+                     global_clipnorm=1.0, sparse_embedding_updates=False):
     """The BERT optimizer, as Google's optimization.py `create_optimizer`.
 
     Args:
@@ -117,6 +212,8 @@ def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, weight_de
         weight_decay: float. Decoupled weight decay, not applied to LayerNorm weights and
             biases. Defaults to 0.01.
         global_clipnorm: float. Clip gradients to this global norm, as Google (1.0).
+        sparse_embedding_updates: bool. Update only the embedding rows a batch used (lazy
+            AdamW; see `AdamW`) instead of the whole table. Defaults to False (exact AdamW).
 
     Returns:
         a `kbert.tasks.optimization.AdamW` (beta_1 0.9, beta_2 0.999, epsilon 1e-6).
@@ -130,4 +227,5 @@ def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, weight_de
     """
     schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
     return AdamW(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9, beta_2=0.999,
-                 epsilon=1e-6, global_clipnorm=global_clipnorm)
+                 epsilon=1e-6, global_clipnorm=global_clipnorm,
+                 sparse_embedding_updates=sparse_embedding_updates)

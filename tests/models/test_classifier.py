@@ -90,3 +90,78 @@ def test_rejects_no_classes(tiny_encoder):
 def kbert_optimizer():
     from kbert.tasks import optimization
     return optimization.create_optimizer(1e-3, num_train_steps=10, num_warmup_steps=1)
+
+
+def _packed_models(tiny_config, num_classes=3, dropout=0.0):
+    """An unpacked and a packed classifier with the same weights."""
+    keras.utils.set_random_seed(0)
+    plain = BertClassifier(kbert.BertEncoder(**tiny_config.encoder_kwargs()), num_classes,
+                           dropout=dropout)
+    packed = BertClassifier(kbert.BertEncoder(**tiny_config.encoder_kwargs(), packed=True),
+                            num_classes, dropout=dropout)
+    packed.set_weights(plain.get_weights())
+    return plain, packed
+
+
+def _examples():
+    from kbert.data import packing
+
+    rng = np.random.default_rng(4)
+    lengths, labels = [5, 3, 6, 4, 2], np.array([2, 0, 1, 2, 1])
+    token_ids = [np.concatenate([[2], rng.integers(5, 31, n - 2), [3]]) for n in lengths]
+    segment_ids = [(np.arange(n) >= n // 2).astype("int32") for n in lengths]  # pairs
+    batch = packing.pack(token_ids, segment_ids, labels, max_seq_length=12)
+    return token_ids, segment_ids, labels, batch
+
+
+def test_packed_example_gets_the_logits_it_gets_alone(tiny_config):
+    plain, packed = _packed_models(tiny_config)
+    token_ids, segment_ids, labels, batch = _examples()
+    assert batch.features["token_ids"].shape == (2, 11)  # rows [2, 0] and [3, 1, 4]
+    logits = packed(batch.features, training=False).numpy()
+    assert logits.shape == (2, 3, 3)  # an empty slot in the first row
+    for row, slot in zip(*np.nonzero(batch.example_index >= 0), strict=True):
+        i = batch.example_index[row, slot]
+        alone = {"token_ids": token_ids[i][None].astype("int32"),
+                 "segment_ids": segment_ids[i][None],
+                 "padding_mask": np.ones((1, len(token_ids[i])), "int32")}
+        np.testing.assert_allclose(logits[row, slot], plain(alone, training=False)[0],
+                                   atol=1e-5)
+    # The loss ignores empty slots: the mean over the examples, as unpacked.
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1)
+    used = batch.example_index >= 0
+    unpacked = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(
+        labels[batch.example_index[used]], logits[used])
+    np.testing.assert_allclose(loss(batch.labels, logits), unpacked, rtol=1e-6)
+
+
+def test_packed_encoder_sequence_output_equals_each_example_alone(tiny_config):
+    keras.utils.set_random_seed(0)
+    plain = kbert.BertEncoder(**tiny_config.encoder_kwargs())
+    packed = kbert.BertEncoder(**tiny_config.encoder_kwargs(), packed=True)
+    packed.set_weights(plain.get_weights())
+    token_ids, segment_ids, _, batch = _examples()
+    features = {k: v for k, v in batch.features.items() if k != "cls_positions"}
+    sequence = packed(features, training=False)["sequence_output"].numpy()
+    for row, slot in zip(*np.nonzero(batch.example_index >= 0), strict=True):
+        i, start = batch.example_index[row, slot], batch.features["cls_positions"][row, slot]
+        alone = plain({"token_ids": token_ids[i][None].astype("int32"),
+                       "segment_ids": segment_ids[i][None],
+                       "padding_mask": np.ones((1, len(token_ids[i])), "int32")},
+                      training=False)["sequence_output"][0]
+        np.testing.assert_allclose(sequence[row, start:start + len(token_ids[i])], alone,
+                                   atol=1e-5)
+
+
+def test_packed_classifier_trains_saves_and_loads(tiny_config, tmp_path):
+    _, packed = _packed_models(tiny_config, dropout=0.1)
+    _, _, _, batch = _examples()
+    assert packed(batch.features, training=True).shape == (2, 3, 3)
+    harness.assert_config_roundtrip(packed)
+    packed.compile(optimizer=kbert_optimizer(), loss=keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, ignore_class=-1), weighted_metrics=[
+            keras.metrics.SparseCategoricalAccuracy()])
+    history = packed.fit(batch.features, batch.labels, sample_weight=batch.sample_weight,
+                         batch_size=2, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    harness.assert_saves_and_loads(packed, batch.features, str(tmp_path / "packed.keras"))

@@ -145,3 +145,106 @@ def test_compiled_update_in_fit_equals_keras_update(tiny_config, strategy):
         assert (model.optimizer._fused_update is not None) == (cls is optimization.AdamW)
     for ours, keras_own in zip(*weights, strict=True):
         np.testing.assert_allclose(ours, keras_own, rtol=1e-5, atol=1e-6)
+
+
+def _reference_lazy_adamw(weights, steps, rates, decayed, weight_decay, clipnorm):
+    """Lazy AdamW in NumPy: each step's sparse gradient is (ids, rows) of the first weight,
+    with repeated ids summed; only those rows are decayed and updated, their moments too."""
+    weights = [w.astype("float64") for w in weights]
+    m = [np.zeros_like(w) for w in weights]
+    v = [np.zeros_like(w) for w in weights]
+    for t, ((ids, rows, others), lr) in enumerate(zip(steps, rates, strict=True), start=1):
+        used = np.unique(ids)
+        table_grad = np.zeros_like(weights[0])
+        np.add.at(table_grad, ids, rows)                  # a repeated token's rows summed
+        grads = [table_grad[used]] + list(others)
+        norm = np.sqrt(sum((g.astype("float64") ** 2).sum() for g in grads))
+        grads = [g * min(1.0, clipnorm / norm) for g in grads]
+        alpha = lr * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+        for i, g in enumerate(grads):
+            where = used if i == 0 else slice(None)
+            if decayed[i]:
+                weights[i][where] -= weights[i][where] * weight_decay * lr
+            m[i][where] = 0.9 * m[i][where] + 0.1 * g
+            v[i][where] = 0.999 * v[i][where] + 0.001 * g * g
+            weights[i][where] -= alpha * m[i][where] / (np.sqrt(v[i][where]) + 1e-6)
+    return weights
+
+
+@pytest.mark.parametrize("clipnorm", [1.0, None])
+def test_sparse_embedding_updates_equal_reference_lazy_adamw(clipnorm):
+    import tensorflow as tf
+
+    rng = np.random.default_rng(2)
+    initial = [rng.normal(size=(50, 8)).astype("float32"),
+               rng.normal(size=(8, 4)).astype("float32"),
+               rng.normal(size=(4,)).astype("float32")]
+    variables = [keras.Variable(initial[0], name="embeddings"),
+                 keras.Variable(initial[1], name="kernel"), keras.Variable(initial[2], name="bias")]
+    optimizer = optimization.create_optimizer(0.05, num_train_steps=8, num_warmup_steps=2,
+                                              weight_decay=0.1, global_clipnorm=clipnorm,
+                                              sparse_embedding_updates=True)
+    steps, rates = [], []
+    # Ids from 0..24 only (rows 25..49 are never used) and repeated within a step.
+    for step, ids in enumerate(([3, 7, 3, 3], [7, 1], [20, 3, 20, 24, 0], [5])):
+        ids = np.asarray(ids)
+        rows = rng.normal(scale=2.0, size=(len(ids), 8)).astype("float32")
+        others = [rng.normal(scale=3.0, size=w.shape).astype("float32") for w in initial[1:]]
+        steps.append((ids, rows, others))
+        rates.append(float(optimization.WarmupLinearDecay(0.05, 8, 2)(step)))
+        sparse = tf.IndexedSlices(tf.constant(rows), tf.constant(ids, tf.int32),
+                                  tf.constant([50, 8]))
+        optimizer.apply_gradients(zip([sparse] + others, variables, strict=True))
+    expected = _reference_lazy_adamw(initial, steps, rates, [True, True, False], 0.1,
+                                     clipnorm or np.inf)
+    for variable, want in zip(variables, expected, strict=True):
+        np.testing.assert_allclose(variable.numpy(), want, rtol=1e-5, atol=1e-6)
+    # Unused rows: weights and moments untouched (dense AdamW would have decayed them).
+    np.testing.assert_array_equal(variables[0].numpy()[25:], initial[0][25:])
+    assert not optimizer._momentums[0].numpy()[25:].any()
+    assert optimizer._fused_update[1].experimental_get_tracing_count() == 1
+
+
+@pytest.mark.parametrize("strategy", ["default", "one_device"])
+def test_sparse_embedding_updates_in_fit_differ_from_dense_only_on_unused_rows(
+        tiny_config, strategy):
+    """The same batch every step: the rows it uses get exactly dense AdamW's update; the
+    unused word and segment rows keep their initial values, where dense AdamW decays them."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(3)
+    x = {"token_ids": rng.integers(1, 20, (4, 7)).astype("int32"),   # 0 and 20..30 unused
+         "segment_ids": np.zeros((4, 7), "int32"), "padding_mask": np.ones((4, 7), "int32")}
+    data = tf.data.Dataset.from_tensors((x, rng.integers(0, 3, 4))).repeat(3)
+    scope = (tf.distribute.OneDeviceStrategy("/cpu:0") if strategy == "one_device"
+             else tf.distribute.get_strategy())
+    runs = {}
+    for sparse in (True, False):
+        keras.utils.set_random_seed(0)
+        with scope.scope():
+            model = BertClassifier(BertEncoder(**tiny_config.encoder_kwargs()), 3, dropout=0.0)
+            initial = {v.path: v.numpy() for v in model.trainable_variables}
+            model.compile(optimizer=optimization.create_optimizer(
+                1e-2, 10, 0, weight_decay=0.1, sparse_embedding_updates=sparse),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(data, verbose=0)
+        runs[sparse] = {v.path: v.numpy() for v in model.trainable_variables}
+    used = {"embeddings/token_embedding/embeddings": np.isin(np.arange(31), x["token_ids"]),
+            "embeddings/segment_embedding/embeddings": np.array([True, False])}
+    for path, value in runs[True].items():
+        if path in used:
+            rows = used[path]
+            np.testing.assert_allclose(value[rows], runs[False][path][rows], rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(value[~rows], initial[path][~rows])
+            assert not np.allclose(runs[False][path][~rows], initial[path][~rows])
+        else:
+            np.testing.assert_allclose(value, runs[False][path], rtol=1e-5, atol=1e-6)
+
+
+def test_sparse_embedding_updates_config_and_validation():
+    optimizer = optimization.create_optimizer(2e-5, 100, 10, sparse_embedding_updates=True)
+    clone = keras.saving.deserialize_keras_object(
+        json.loads(json.dumps(keras.saving.serialize_keras_object(optimizer))))
+    assert clone.sparse_embedding_updates is True
+    with pytest.raises(ValueError, match="global_clipnorm only"):
+        optimization.AdamW(sparse_embedding_updates=True, clipnorm=1.0)
