@@ -129,9 +129,10 @@ def huggingface_config_to_google(hf_config, exact_gelu=False, source=HF_CONFIG):
     values = dict(hf_config, hidden_act="gelu_exact" if exact_gelu and act == "gelu"
                   else _ACTIVATIONS[act])
     if act == "gelu" and not exact_gelu:
-        logging.warning("%s: hidden_act 'gelu' (erf) written as Google's 'gelu' (tanh "
-                        "approximation), as Google's code defines it; outputs differ from "
-                        "PyTorch by ~1e-3. Use exact_gelu to keep erf (kbert-only).", source)
+        # The documented default (every Google-format port does this), so not a warning.
+        logging.info("%s: hidden_act 'gelu' (erf) written as Google's 'gelu' (tanh "
+                     "approximation), as Google's code defines it; outputs differ from "
+                     "PyTorch by ~1e-3. Use exact_gelu to keep erf (kbert-only).", source)
     return BertConfig.from_dict(values, source=source)
 
 
