@@ -18,8 +18,8 @@ GLUE_DIR = os.path.join(os.path.dirname(__file__), "..", "fixtures", "glue")
 def config(task, directory, output_dir, **kwargs):
     defaults = dict(max_seq_length=16, train_batch_size=4, eval_batch_size=3,
                     predict_batch_size=2, learning_rate=1e-3, num_train_epochs=1)
-    return glue.GlueConfig(task, os.path.join(GLUE_DIR, directory), str(output_dir),
-                           **{**defaults, **kwargs})
+    return glue.GlueConfig(task_name=task, data_dir=os.path.join(GLUE_DIR, directory),
+                           output_dir=str(output_dir), **{**defaults, **kwargs})
 
 
 class Interrupt(keras.callbacks.Callback):
@@ -32,7 +32,7 @@ class Interrupt(keras.callbacks.Callback):
 def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
     out = tmp_path / "mrpc"
     run = config("MRPC", "MRPC", out, init_checkpoint=tiny_google_dir, num_train_epochs=2,
-                 do_train=True, do_eval=True, do_predict=True)
+                 do_train=True, do_eval=True, do_predict=True, keep_best_epoch=False)
     # Interrupted after epoch 1 (BackupAndRestore runs before the interrupting callback) ...
     monkeypatch.setattr(keras.callbacks, "TensorBoard", lambda *a, **k: Interrupt())
     with pytest.raises(KeyboardInterrupt):
