@@ -39,7 +39,7 @@ class FineTuningFlags:
     calls `define_fine_tuning_flags` (so run_pretraining, which has its own, has none of them).
     """
 
-    def __init__(self, defaults):
+    def __init__(self, defaults, steps):
         d = {**_FINE_TUNING_DEFAULTS, **defaults}
         self.holders = {
             "output_dir": flags.DEFINE_string(
@@ -71,9 +71,7 @@ class FineTuningFlags:
                 "num_train_epochs", 3.0, d["epochs_help"]),
             "warmup_proportion": flags.DEFINE_float(
                 "warmup_proportion", 0.1, "Fraction of steps of linear warm-up."),
-            "do_train": flags.DEFINE_bool("do_train", False, d["do_train_help"]),
-            "do_eval": flags.DEFINE_bool("do_eval", False, d["do_eval_help"]),
-            "do_predict": flags.DEFINE_bool("do_predict", False, d["do_predict_help"]),
+            **{step: flags.DEFINE_bool(step, False, d[f"{step}_help"]) for step in steps},
             "keep_best_epoch": flags.DEFINE_bool(
                 "keep_best_epoch", True, "Save the epoch with the best dev score (scored every "
                 "epoch with --do_eval); --nokeep_best_epoch saves the last one."),
@@ -96,8 +94,8 @@ _FINE_TUNING_DEFAULTS = dict(
     do_eval_help="Evaluate on the dev set.", do_predict_help="Predict the test set.")
 
 
-def define_fine_tuning_flags(**defaults):
-    """Defines the shared fine-tuning flags; `defaults` changes a few defaults and helps
-    (max_seq_length, eval_batch_size, epochs_help, do_train_help, do_eval_help,
-    do_predict_help)."""
-    return FineTuningFlags(defaults)
+def define_fine_tuning_flags(steps=("do_train", "do_eval", "do_predict"), **defaults):
+    """Defines the shared fine-tuning flags, with the step flags in `steps`; `defaults`
+    changes a few defaults and helps (max_seq_length, eval_batch_size, epochs_help,
+    do_train_help, do_eval_help, do_predict_help)."""
+    return FineTuningFlags(defaults, steps)

@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import time
+import typing
 
 import keras
 import numpy as np
@@ -116,11 +117,15 @@ class FineTuningConfig:
     mixed_precision: str = "float32"
     jit_compile: bool = False
 
+    # Keras `fit` counts whole epochs; a recipe that cuts its own steps may take fractions.
+    whole_epochs: typing.ClassVar[bool] = True
+
     def __post_init__(self):
         distribution.check(self.distribution_strategy, self.mixed_precision)
         if not (self.do_train or self.do_eval or self.do_predict):
             raise ValueError("At least one of do_train, do_eval or do_predict must be set")
-        if self.num_train_epochs != int(self.num_train_epochs) or self.num_train_epochs < 1:
+        if self.num_train_epochs <= 0 or self.whole_epochs and (
+                self.num_train_epochs != int(self.num_train_epochs)):
             raise ValueError(f"num_train_epochs must be a whole number >= 1 (Keras fit counts "
                              f"epochs), got {self.num_train_epochs}")
         if not 0 <= self.warmup_proportion <= 1:
@@ -279,15 +284,21 @@ def check_model_length(config, model):
 
 
 def manifest_for(config, source, data_files=()):
-    """What identifies a training run: settings, checkpoint, vocab and data fingerprints."""
+    """What identifies a training run: settings, checkpoint, vocab and data fingerprints.
+
+    Args:
+        config: `FineTuningConfig`.
+        source: `InitSource`, or None for a model trained from scratch.
+        data_files: sequence of (name, path) of the data read.
+    """
     settings = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)
                 if field.name not in _NOT_IN_MANIFEST}
     settings = {k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
                 for k, v in settings.items()}
     return {
         "settings": settings,
-        "init_checkpoint": _fingerprint(source.checkpoint_file),
-        "vocab_file": _fingerprint(source.vocab_file),
+        "init_checkpoint": source and _fingerprint(source.checkpoint_file),
+        "vocab_file": source and _fingerprint(source.vocab_file),
         "data": {name: _fingerprint(path) for name, path in data_files if path},
         "kbert_version": importlib.metadata.version("kbert"),
     }
@@ -441,6 +452,20 @@ class _TrainingLog(keras.callbacks.CSVLogger):
         super().on_epoch_end(epoch, logs)
 
 
+def recording_callbacks(output_dir):
+    """The per-epoch records every recipe keeps: `training_log.csv` and, when tensorboard is
+    installed, TensorBoard logs in `logs/`."""
+    os.makedirs(output_dir, exist_ok=True)
+    found = [_TrainingLog(os.path.join(output_dir, TRAINING_LOG_FILE), append=True)]
+    if importlib.util.find_spec("tensorboard") is not None:
+        found.append(keras.callbacks.TensorBoard(os.path.join(output_dir, LOG_DIR),
+                                                 write_graph=False))
+    else:
+        logging.warning("tensorboard is not installed: no TensorBoard logs (%s has the "
+                        "per-epoch loss)", TRAINING_LOG_FILE)
+    return found
+
+
 def compile_model(model, config, num_train_steps):
     """Compiles `model` with BERT's AdamW (warm-up then linear decay) under its strategy.
 
@@ -493,14 +518,8 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
         # Kept at the end (delete_checkpoint=False): the best epoch's weights are in there.
         keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False),
         _Restored(),
-        _TrainingLog(os.path.join(out, TRAINING_LOG_FILE), append=True),
+        *recording_callbacks(out),
     ]
-    if importlib.util.find_spec("tensorboard") is not None:
-        callbacks.append(keras.callbacks.TensorBoard(os.path.join(out, LOG_DIR),
-                                                     write_graph=False))
-    else:
-        logging.warning("tensorboard is not installed: no TensorBoard logs (%s has the "
-                        "per-epoch loss)", TRAINING_LOG_FILE)
     start = time.perf_counter()
     history = model.fit(dataset, epochs=epochs, callbacks=callbacks, verbose=2,
                         shuffle=False)  # the dataset shuffles itself, seeded

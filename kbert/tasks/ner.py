@@ -262,9 +262,12 @@ _DECODERS = weakref.WeakKeyDictionary()
 
 def _decoder(model):
     if model not in _DECODERS:
-        _DECODERS[model] = tf.function(
-            lambda features, weights: model.decode(model(features, training=False), weights),
-            reduce_retracing=True)
+        ref = weakref.ref(model)  # the function must not keep its key alive
+
+        def decode(features, weights):
+            return ref().decode(ref()(features, training=False), weights)
+
+        _DECODERS[model] = tf.function(decode, reduce_retracing=True)
     return _DECODERS[model]
 
 

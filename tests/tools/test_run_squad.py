@@ -32,9 +32,10 @@ def test_trains_predicts_and_evaluates(tmp_path):
                  "--max_seq_length=40", "--doc_stride=12", "--max_query_length=8",
                  "--train_batch_size=4", "--num_train_epochs=1", "--learning_rate=1e-3")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert sorted(os.listdir(out)) == ["eval_results.json", "nbest_predictions.json",
-                                       "predictions.json", "span_labeler.keras",
-                                       "train_results.json"]
+    assert sorted(os.listdir(out)) == [
+        "bert_config.json", "eval_results.json", "eval_results.txt", "export_settings.json",
+        "logs", "model.keras", "nbest_predictions.json", "predictions.json",
+        "run_manifest.json", "train_results.json", "training_log.csv", "vocab.txt"]
     predictions = json.loads((out / "predictions.json").read_text())
     assert len(predictions) == 14 and all(isinstance(p, str) for p in predictions.values())
     scores = json.loads((out / "eval_results.json").read_text())
