@@ -175,8 +175,7 @@ def _run_glue(config, strategy):
         results["train"], reusable = train(model, config, spec, preprocessor)
         fine_tuning.write_outputs(config.output_dir, model, source.vocab_file, {
             "do_lower_case": config.do_lower_case, "max_seq_length": config.max_seq_length,
-            "text_pair": _is_pair(config, spec), "label_names": spec.labels,
-            "task": spec.name})
+            "text_pair": _is_pair(config, spec), "label_names": spec.labels})
         fine_tuning.finish_training(config)
     if config.do_eval:
         results["eval"] = {}
