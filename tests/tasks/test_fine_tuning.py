@@ -1,7 +1,6 @@
 """The recipe skeleton: casing guard, run manifest, best epoch, output model without optimizer."""
 
 import json
-import os
 import zipfile
 
 import keras
@@ -16,7 +15,8 @@ LOWER_WORDS = [f"word{chr(97 + i % 26)}{i}" for i in range(120)]
 
 def vocab(tmp_path, words, name="vocab.txt"):
     path = tmp_path / name
-    path.write_text("".join(t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]))
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    path.write_text("".join(t + "\n" for t in special + words))
     return str(path)
 
 

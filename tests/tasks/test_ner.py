@@ -7,8 +7,11 @@ import keras
 import pytest
 
 from kbert.data import conll
+from kbert.models.tagger import BertTokenClassifier
 from kbert.tasks import ner
 from kbert.tasks import ner_metrics
+from tests.tasks.test_glue import assert_kept_epoch
+from tests.tasks.test_glue import scripted_dev_scores
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "conll")
 
@@ -104,3 +107,12 @@ def test_config_validation(tiny_google_dir, tmp_path):
                            max_seq_length=32))
     with pytest.raises(FileNotFoundError, match="model.keras: not found"):
         ner.run_ner(config(tmp_path, do_eval=True))
+
+
+def test_the_best_epoch_is_kept(tiny_google_dir, tmp_path, monkeypatch):
+    snapshots = scripted_dev_scores(monkeypatch, [0.5, 0.3])  # drops in the last epoch
+    out = tmp_path / "ner"
+    results = ner.run_ner(config(out, init_checkpoint=tiny_google_dir, num_train_epochs=2,
+                                 do_train=True, do_eval=True, test_file=None))
+    assert results["train"]["best_epoch"] == 1 and results["train"]["kept_epoch"] == 1
+    assert_kept_epoch(out, snapshots, 1, BertTokenClassifier)

@@ -3,9 +3,12 @@ import os
 import subprocess
 import sys
 
+import tensorflow as tf
+
 from tests.data.test_squad import SPECIAL
 from tests.tasks.test_squad import WORDS
 from tests.tasks.test_squad import _data
+from tests.tools.test_run_classifier import export
 
 TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "run_squad.py")
 
@@ -42,6 +45,10 @@ def test_trains_predicts_and_evaluates(tmp_path):
     assert scores["total"] == 14 and 0 <= scores["exact_match"] <= scores["f1"] <= 100
     train = json.loads((out / "train_results.json").read_text())
     assert train["steps"] == 5 and train["windows"] == 22
+    serve = export(out, tmp_path / "exported")  # the output dir and no other flag
+    answer = serve(question=tf.constant(["when"]), context=tf.constant(["w1 w2 w3"]))
+    assert answer["answer"].numpy()[0].decode() in ("", "w1", "w2", "w3", "w1 w2", "w2 w3",
+                                                    "w1 w2 w3")
 
 
 
