@@ -70,7 +70,9 @@ def main(argv):
         kbert_dir = os.path.join(_WORK.value, f"kbert_{task}")
         peer_json = os.path.join(_WORK.value, f"peer_{task}.json")
         _run(["tools/run_classifier.py", *common, f"--init_checkpoint={checkpoint}",
-              f"--output_dir={kbert_dir}", "--do_train", "--do_eval", "--eval_batch_size=32"])
+              f"--output_dir={kbert_dir}", "--do_train", "--do_eval", "--eval_batch_size=32",
+              # As the peer: the last epoch, no dev scoring between epochs; a re-run starts over.
+              "--nokeep_best_epoch", "--overwrite_output_dir"])
         _run(["-m", "bench.glue_peer", *common, f"--hf_dir={hf_dir}", f"--output={peer_json}"])
         kbert_train = _read(os.path.join(kbert_dir, "train_results.json"))
         kbert_eval = _read(os.path.join(kbert_dir, "eval_results.json"))

@@ -90,7 +90,7 @@ def huggingface_config_to_google(hf_config, exact_gelu=False, source=HF_CONFIG):
     return BertConfig.from_dict(values, source=source)
 
 
-def convert_huggingface_to_google(hf_dir, output_dir, exact_gelu=False):
+def convert_huggingface_to_google(hf_dir, output_dir, exact_gelu=False) -> str:
     """Writes a Google release directory from a Hugging Face BERT directory.
 
     Args:
@@ -133,7 +133,7 @@ def convert_huggingface_to_google(hf_dir, output_dir, exact_gelu=False):
     return prefix
 
 
-def convert_google_to_huggingface(google_path, output_dir):
+def convert_google_to_huggingface(google_path, output_dir) -> None:
     """Writes `model.safetensors`, `config.json`, `vocab.txt` from a Google checkpoint.
 
     Args:

@@ -28,7 +28,7 @@ class GoogleCheckpoint:
     reader: object
 
     @classmethod
-    def open(cls, path, config=None):
+    def open(cls, path, config=None) -> "GoogleCheckpoint":
         """Finds the checkpoint and its config.
 
         Args:
@@ -117,7 +117,7 @@ def load_google_weights(model, checkpoint):
     logging.info("Loaded %d variables from %s", len(plan), checkpoint.prefix)
 
 
-def save_google_checkpoint(model, prefix, vocab_file=None):
+def save_google_checkpoint(model, prefix, vocab_file=None) -> None:
     """Writes `model` as Google's TF1 checkpoint plus `bert_config.json`, atomically.
 
     Google's modeling.py restores the result with `tf.train.Saver`. A `checkpoint` state file

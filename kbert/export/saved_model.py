@@ -33,7 +33,7 @@ _TASKS = (("span_labeler", BertSpanLabeler), ("classifier", BertClassifier),
 def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
                        max_seq_length=128, never_split=None, label_names=None,
                        text_pair=False, max_query_length=64, max_answer_length=30,
-                       null_score_diff_threshold=0.0, overwrite=False):
+                       null_score_diff_threshold=0.0, overwrite=False) -> str:
     """Writes `model` as a SavedModel with a raw-text and a token-id serving signature.
 
     `serving_default` takes string tensors [batch]: `text` (or `text_a` and `text_b` with
@@ -131,7 +131,7 @@ def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
     return export_dir
 
 
-def load_for_export(path):
+def load_for_export(path) -> tuple:
     """The model at `path` with its vocab file and recorded export settings.
 
     Args:

@@ -506,14 +506,15 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
     out = config.output_dir
     backup_dir = os.path.join(out, BACKUP_DIR)
     epoch_seconds = []
-    callbacks = [dev_scores] if dev_scores is not None else []
     best = BestEpoch(backup_dir, f"dev_{dev_scores.metric}") if dev_scores is not None else None
-    callbacks += [
+    callbacks = [
+        # First: epoch_seconds is training time, without the dev scoring.
         keras.callbacks.LambdaCallback(
             on_epoch_begin=lambda epoch, logs: epoch_seconds.append(time.perf_counter()),
             on_epoch_end=lambda epoch, logs: epoch_seconds.append(
                 time.perf_counter() - epoch_seconds.pop())),
-        *([best] if best is not None else []),
+        # Then the dev scores, so that BestEpoch and the loggers see them.
+        *([dev_scores, best] if best is not None else []),
         # After BestEpoch: a backup of epoch N always comes with the best of epochs 1..N.
         # Kept at the end (delete_checkpoint=False): the best epoch's weights are in there.
         keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False),

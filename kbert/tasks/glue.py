@@ -232,8 +232,8 @@ def train(model, config, spec, preprocessor):
     # Every worker shuffles alike (seeded) and keeps its part of each global batch.
     dataset = distribution.shard_by_data(dataset)
     dev_scores = None
-    if config.do_eval and spec.dev_files:
-        split = spec.dev_files[0][0]
+    if config.do_eval and config.keep_best_epoch and spec.dev_files:
+        split = spec.dev_files[0][0]  # the first dev set picks the epoch (MNLI: matched)
         dev = config.read(spec, split)
 
         def score_dev(m):

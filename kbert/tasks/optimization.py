@@ -107,7 +107,7 @@ class AdamW(keras.optimizers.AdamW):
 
 
 def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, weight_decay=0.01,
-                     global_clipnorm=1.0):
+                     global_clipnorm=1.0) -> "AdamW":
     """The BERT optimizer, as Google's optimization.py `create_optimizer`.
 
     Args:

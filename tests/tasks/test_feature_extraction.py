@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import kbert
-from kbert import features
+from kbert.tasks import feature_extraction as features
 from tests.conftest import TINY_CONFIG
 from tests.oracle import google_bert
 
