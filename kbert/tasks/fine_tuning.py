@@ -142,6 +142,16 @@ class FineTuningConfig:
         return os.path.join(self.output_dir, MODEL_FILE)
 
 
+def run_with_strategy(config, run):
+    """`run(config, strategy)` in the config's strategy scope and mixed-precision policy.
+
+    The strategy is made first: a multi-worker strategy must exist before TensorFlow runs an op.
+    """
+    strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
+    with distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
+        return run(config, strategy)
+
+
 @dataclasses.dataclass(frozen=True)
 class InitSource:
     """What `init_checkpoint` names, resolved.

@@ -146,10 +146,7 @@ def run_glue(config: GlueConfig) -> dict:
         dict with "train" (fit statistics), "eval" ({split: {metric: value}}) and "predict"
         ({prediction name: path}) for the steps that ran.
     """
-    # First: a multi-worker strategy must exist before TensorFlow runs an op.
-    strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
-    with distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
-        return _run_glue(config, strategy)
+    return fine_tuning.run_with_strategy(config, _run_glue)
 
 
 def _run_glue(config, strategy):

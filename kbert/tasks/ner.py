@@ -96,10 +96,7 @@ def run_ner(config: NerConfig) -> dict:
         `ner_metrics.entity_scores` plus word_accuracy and sentences) and "predict"
         ({split: path of its predictions}) for the steps that ran.
     """
-    # First: a multi-worker strategy must exist before TensorFlow runs an op.
-    strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
-    with distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
-        return _run_ner(config, strategy)
+    return fine_tuning.run_with_strategy(config, _run_ner)
 
 
 def _run_ner(config, strategy):

@@ -290,10 +290,7 @@ def run_squad(config: SquadConfig) -> dict:
     Returns:
         dict with "train" and/or "eval" results.
     """
-    # Before any TensorFlow op: a multi-worker strategy configures TensorFlow at startup.
-    strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
-    with distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
-        return _run_squad(config, strategy)
+    return fine_tuning.run_with_strategy(config, _run_squad)
 
 
 def _run_squad(config, strategy):
