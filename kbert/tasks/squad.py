@@ -25,6 +25,7 @@ import tensorflow as tf
 from absl import logging
 
 from kbert import io
+from kbert.data import pipeline
 from kbert.data import squad as squad_data
 from kbert.models.encoder import BertEncoder
 from kbert.models.span_labeler import MASKED_LOGIT
@@ -37,8 +38,6 @@ from kbert.tasks import squad_postprocess
 from kbert.tokenization.tokenizer import FullTokenizer
 
 BACKUP_DIR = fine_tuning.BACKUP_DIR
-_POOL_BATCHES = 64  # batches per length-sorted pool
-_WIDTH_MULTIPLE = 16  # batch widths are rounded up to this, to bound retracing
 
 
 def build_model(init_checkpoint=None, bert_config_file=None, allow_null=False,
@@ -74,9 +73,8 @@ def build_model(init_checkpoint=None, bert_config_file=None, allow_null=False,
 def training_batches(features, batch_size, seed=0, start_step=0, group_by_length=True):
     """Endless (inputs, targets) batches of training windows, from global step `start_step`.
 
-    Each epoch is a permutation drawn from `seed` and the epoch number; the last partial batch
-    is dropped, as Google's. With `group_by_length`, pools of 64 batches are sorted by window
-    length before they are cut into batches, and the batches are shuffled again.
+    `kbert.data.pipeline.resumable_batches` over the windows: the data order is a function of
+    (seed, step); pools of 64 batches sorted by length with `group_by_length`.
 
     Yields:
         (dict of int32 [batch, width] model inputs, dict of int32 [batch] `start_logits` and
@@ -84,33 +82,12 @@ def training_batches(features, batch_size, seed=0, start_step=0, group_by_length
     """
     if features.start_positions is None:
         raise ValueError("features have no labels; featurize with is_training=True")
-    lengths = features.padding_mask.sum(axis=1)
-    steps_per_epoch = len(features) // batch_size
-    if steps_per_epoch < 1:
+    if len(features) < batch_size:
         raise ValueError(f"{len(features)} training windows make no batch of {batch_size}")
-    epoch, skip = divmod(start_step, steps_per_epoch)
-    while True:
-        rng = np.random.default_rng([seed, epoch])
-        order = rng.permutation(len(features))[:steps_per_epoch * batch_size]
-        if group_by_length:
-            pool = _POOL_BATCHES * batch_size
-            for i in range(0, len(order), pool):
-                order[i:i + pool] = order[i:i + pool][np.argsort(lengths[order[i:i + pool]],
-                                                                 kind="stable")]
-        batches = order.reshape(steps_per_epoch, batch_size)
-        if group_by_length:
-            batches = batches[rng.permutation(steps_per_epoch)]
-        for rows in batches[skip:]:
-            inputs, _ = _batch_inputs(features, rows, lengths)
-            yield inputs, {"start_logits": features.start_positions[rows],
-                           "end_logits": features.end_positions[rows]}
-        epoch, skip = epoch + 1, 0
-
-
-def _batch_inputs(features, rows, lengths):
-    seq = features.token_ids.shape[1]
-    width = min(seq, -(-int(lengths[rows].max()) // _WIDTH_MULTIPLE) * _WIDTH_MULTIPLE)
-    return {name: array[rows, :width] for name, array in features.inputs().items()}, width
+    return pipeline.resumable_batches(
+        features.inputs(), {"start_logits": features.start_positions,
+                            "end_logits": features.end_positions},
+        features.padding_mask.sum(axis=1), batch_size, seed, start_step, group_by_length)
 
 
 def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
@@ -207,7 +184,7 @@ def predict_logits(model, features, batch_size=8):
     """
     lengths = features.padding_mask.sum(axis=1)
     shape = features.token_ids.shape
-    widths = np.minimum(shape[1], -(-lengths // _WIDTH_MULTIPLE) * _WIDTH_MULTIPLE)
+    widths = np.array([pipeline.padded_width(int(n), shape[1]) for n in lengths])
     start = np.full(shape, MASKED_LOGIT, np.float32)
     end = np.full(shape, MASKED_LOGIT, np.float32)
     for width in np.unique(widths):
