@@ -155,6 +155,7 @@ def _run_glue(config, strategy):
     settings = fine_tuning.read_export_settings(source.path) if source.is_keras else {}
     spec = task_spec(config, settings)
     fine_tuning.validate_inputs(config, source, config.data_files(spec))
+    data = read_data(config, spec)  # every file parsed before any training
     keras.utils.set_random_seed(config.seed)
     if config.do_train:
         fine_tuning.begin_training(config, fine_tuning.manifest_for(
@@ -169,7 +170,7 @@ def _run_glue(config, strategy):
                                     max_seq_length=config.max_seq_length, pad_to_max_length=False)
     results, reusable = {}, {}
     if config.do_train:
-        results["train"], reusable = train(model, config, spec, preprocessor)
+        results["train"], reusable = train(model, config, spec, preprocessor, data)
         fine_tuning.write_outputs(config.output_dir, model, source.vocab_file, {
             "do_lower_case": config.do_lower_case, "max_seq_length": config.max_seq_length,
             "text_pair": _is_pair(config, spec), "label_names": spec.labels})
@@ -177,7 +178,7 @@ def _run_glue(config, strategy):
     if config.do_eval:
         results["eval"] = {}
         for split, _ in spec.dev_files:
-            examples = config.read(spec, split)
+            examples = data[split]
             outputs = reusable.get(split)
             if outputs is None:
                 outputs = predict(model, examples, preprocessor, config.eval_batch_size)
@@ -190,7 +191,7 @@ def _run_glue(config, strategy):
     if config.do_predict:
         results["predict"] = {}
         for split, _, name in spec.test_files:
-            examples = config.read(spec, split)
+            examples = data[split]
             outputs = predict(model, examples, preprocessor, config.predict_batch_size)
             path = os.path.join(config.output_dir, f"{name}.tsv")
             write_predictions(path, examples.index, format_predictions(spec, outputs))
@@ -218,11 +219,19 @@ def load_classifier(config, spec, source):
                                                  config=source.bert_config)
 
 
-def train(model, config, spec, preprocessor):
-    """Fine-tunes `model` on the train split; returns (fit statistics, {dev split: outputs}
+def read_data(config, spec):
+    """{split: `Examples`} of every split the steps asked for."""
+    splits = (["train"] if config.do_train else []) + (
+        [split for split, _ in spec.dev_files] if config.do_eval else []) + (
+        [split for split, _, _ in spec.test_files] if config.do_predict else [])
+    return {split: config.read(spec, split, errors="warn" if split == "train" else "raise")
+            for split in splits}
+
+
+def train(model, config, spec, preprocessor, data):
+    """Fine-tunes `model` on `data["train"]`; returns (fit statistics, {dev split: outputs}
     of the kept epoch when they were computed during training)."""
-    examples = config.read(spec, "train", errors="warn")
-    examples = examples.sample(config.max_train_examples, seed=config.seed)
+    examples = data["train"].sample(config.max_train_examples, seed=config.seed)
     tokenized = pipeline.tokenize(examples, preprocessor)
     dataset, steps = pipeline.training_dataset(
         tokenized, examples.label, config.train_batch_size, seed=config.seed)
@@ -230,8 +239,7 @@ def train(model, config, spec, preprocessor):
     dataset = distribution.shard_by_data(dataset)
     dev_scores = None
     if config.do_eval and config.keep_best_epoch and spec.dev_files:
-        split = spec.dev_files[0][0]  # the first dev set picks the epoch (MNLI: matched)
-        dev = config.read(spec, split)
+        dev = data[spec.dev_files[0][0]]  # the first dev set picks the epoch (MNLI: matched)
 
         def score_dev(m):
             outputs = predict(m, dev, preprocessor, config.eval_batch_size)

@@ -109,12 +109,13 @@ def _run_ner(config, strategy):
         raise ValueError(f"{source.path}: a Google checkpoint has no NER head; evaluate or "
                          f"predict with a fine-tuned model.keras")
     fine_tuning.validate_inputs(config, source, config.data_files())
+    # Every file parsed before any training.
+    data = {name: config.read(path) for name, path in config.data_files()}
     keras.utils.set_random_seed(config.seed)
-    train = None
+    train = data.get("train_file")
     if config.do_train:
         fine_tuning.begin_training(config, fine_tuning.manifest_for(
             config, source, config.data_files()))
-        train = config.read(config.train_file)
         if config.max_train_sentences and config.max_train_sentences < len(train):
             keep = sorted(random.Random(config.seed).sample(range(len(train)),
                                                             config.max_train_sentences))
@@ -125,7 +126,7 @@ def _run_ner(config, strategy):
         config, output_dir=distribution.worker_output_dir(config.output_dir, strategy))
     os.makedirs(config.output_dir, exist_ok=True)
     tokenizer = FullTokenizer(source.vocab_file, do_lower_case=config.do_lower_case)
-    dev = config.read(config.dev_file) if dict(config.data_files()).get("dev_file") else None
+    dev = data.get("dev_file")
     results, reusable = {}, None
     if config.do_train:
         results["train"], reusable = train_tagger(model, config, train, labels, tokenizer, dev)
@@ -139,7 +140,7 @@ def _run_ner(config, strategy):
     if config.do_eval:
         scored["dev"] = dev
     if config.do_predict:
-        scored["test"] = config.read(config.test_file)
+        scored["test"] = data["test_file"]
     if scored:
         results["eval"], results["predict"] = {}, {}
         for split, sentences in scored.items():

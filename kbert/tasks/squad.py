@@ -278,6 +278,14 @@ def _run_squad(config, strategy):
     if vocab_file is None:
         raise ValueError("pass vocab_file (a model from scratch has no vocab beside it)")
     fine_tuning.validate_inputs(config, source, config.data_files())
+    # Both files parsed before any training.
+    train_examples = squad_data.read_squad_examples(
+        config.train_file, True, config.version_2_with_negative) if config.do_train else None
+    if config.do_predict:
+        with open(config.predict_file, encoding="utf-8") as f:
+            dataset = json.load(f)
+        predict_examples = squad_data.read_squad_examples(dataset, False,
+                                                          config.version_2_with_negative)
     keras.utils.set_random_seed(config.seed)
     if config.do_train:
         fine_tuning.begin_training(config, fine_tuning.manifest_for(
@@ -295,8 +303,7 @@ def _run_squad(config, strategy):
     os.makedirs(output_dir, exist_ok=True)
     results = {}
     if config.do_train:
-        examples = squad_data.read_squad_examples(config.train_file, True,
-                                                  config.version_2_with_negative)
+        examples = train_examples
         features = squad_data.convert_examples_to_features(examples, is_training=True,
                                                            **featurize)
         logging.info("%s: %d training examples -> %d windows", config.train_file,
@@ -316,10 +323,7 @@ def _run_squad(config, strategy):
         _write_json(os.path.join(output_dir, fine_tuning.TRAIN_RESULTS_FILE), results["train"])
         fine_tuning.finish_training(config)
     if config.do_predict:
-        with open(config.predict_file, encoding="utf-8") as f:
-            dataset = json.load(f)
-        examples = squad_data.read_squad_examples(dataset, False,
-                                                  config.version_2_with_negative)
+        examples = predict_examples
         features = squad_data.convert_examples_to_features(examples, is_training=False,
                                                            **featurize)
         began = time.time()

@@ -116,3 +116,17 @@ def test_the_best_epoch_is_kept(tiny_google_dir, tmp_path, monkeypatch):
                                  do_train=True, do_eval=True, test_file=None))
     assert results["train"]["best_epoch"] == 1 and results["train"]["kept_epoch"] == 1
     assert_kept_epoch(out, snapshots, 1, BertTokenClassifier)
+
+
+def test_one_epoch_scores_dev_once(tiny_google_dir, tmp_path, monkeypatch):
+    calls = []
+    original = ner.predict_windows
+    monkeypatch.setattr(ner, "predict_windows",
+                        lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
+    results = ner.run_ner(config(tmp_path, init_checkpoint=tiny_google_dir, do_train=True,
+                                 do_eval=True, test_file=None, max_train_sentences=4))
+    assert len(calls) == 1  # the epoch's dev predictions are the final evaluation's
+    written = (tmp_path / "dev_predictions.txt").read_text().strip().split("\n\n")
+    predicted = [[line.split()[2] for line in block.splitlines()] for block in written]
+    gold = [[line.split()[1] for line in block.splitlines()] for block in written]
+    assert ner_metrics.entity_scores(gold, predicted)["f1"] == results["eval"]["dev"]["f1"]
