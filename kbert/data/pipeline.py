@@ -13,7 +13,7 @@ sorts by length instead (no randomness, even less padding) and returns the order
 The one batching module of the recipes: GLUE (`kbert.tasks.glue`) and NER
 (`kbert.data.conll`) use these datasets; SQuAD's padded NumPy windows use
 `resumable_batches` (a data order that is a function of the step, so a resumed run continues
-it) and `padded_width`.
+it) and `padded_width`; feature extraction streams `padded_batch`es.
 """
 
 import typing
@@ -193,6 +193,24 @@ def resumable_batches(inputs, targets, lengths, batch_size, seed=0, start_step=0
             yield ({name: array[rows, :width] for name, array in inputs.items()},
                    {name: array[rows] for name, array in targets.items()})
         epoch, skip = epoch + 1, 0
+
+
+def padded_batch(token_ids, segment_ids):
+    """Model inputs of one batch of unpadded rows, padded to the longest row.
+
+    Args:
+        token_ids, segment_ids: sequences of sequences of int, one per example.
+
+    Returns:
+        dict of int32 np.ndarray [batch, longest row]: `FEATURES`, padded with 0.
+    """
+    width = max(len(ids) for ids in token_ids)
+    inputs = {name: np.zeros((len(token_ids), width), np.int32) for name in FEATURES}
+    for row, (ids, segments) in enumerate(zip(token_ids, segment_ids, strict=True)):
+        inputs["token_ids"][row, :len(ids)] = ids
+        inputs["segment_ids"][row, :len(ids)] = segments
+        inputs["padding_mask"][row, :len(ids)] = 1
+    return inputs
 
 
 def padded_width(length, max_length):

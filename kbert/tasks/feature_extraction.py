@@ -13,6 +13,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from kbert.data import pipeline
+
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # greedy, as Google's read_examples
 
 
@@ -98,13 +100,8 @@ def extract(encoder, tokenizer, examples, layers=(-1, -2, -3, -4), pooling=None,
             raise ValueError(f"layer index {index} out of range for {num_layers} layers")
     run = tf.function(lambda x: encoder(x, training=False), reduce_retracing=True)
     for batch in _batches(tokenizer, examples, max_seq_length, batch_size):
-        length = max(len(ids) for _, _, ids, _ in batch)
-        inputs = {k: np.zeros((len(batch), length), "int32")
-                  for k in ("token_ids", "segment_ids", "padding_mask")}
-        for row, (_, _, ids, segments) in enumerate(batch):
-            inputs["token_ids"][row, :len(ids)] = ids
-            inputs["segment_ids"][row, :len(ids)] = segments
-            inputs["padding_mask"][row, :len(ids)] = 1
+        inputs = pipeline.padded_batch([ids for _, _, ids, _ in batch],
+                                       [segments for _, _, _, segments in batch])
         outputs = tf.nest.map_structure(np.asarray, run(inputs))
         vectors = (POOLINGS[pooling](outputs, inputs["padding_mask"]) if pooling else None)
         for row, (example, tokens, _, _) in enumerate(batch):
