@@ -5,9 +5,9 @@ A recipe (`kbert.tasks.glue`, `ner`, `squad`) is a reader, a head and a metric; 
     FineTuningConfig   the settings every run has (checkpoint, vocab, casing, lengths, batch
                        sizes, schedule, seed, strategy, precision, output dir).
     resolve_init       `init_checkpoint` -> what to load and the vocab that goes with it.
-    validate_inputs    files exist and parse, lengths fit the model, casing matches the vocab,
-                       the output dir is writable: all before any training.
-    begin_training     the run manifest: resume only the same run; never silently overwrite.
+    validate_inputs    files exist and parse, lengths fit the model, casing matches the vocab
+                       (`kbert.tasks.casing`), the output dir is writable: before any training.
+    (`kbert.tasks.run_manifest` resumes only the same run and never silently overwrites.)
     fit_and_record     compile, fit (resumable, TensorBoard, CSV log), keep the best epoch by
                        the dev metric, write train_results.json.
     write_outputs      the output layout every recipe shares:
@@ -21,12 +21,10 @@ A recipe (`kbert.tasks.glue`, `ner`, `squad`) is a reader, a head and a metric; 
 """
 
 import dataclasses
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
 import os
-import re
 import shutil
 import time
 import typing
@@ -38,6 +36,7 @@ from absl import logging
 from kbert import io
 from kbert.checkpoints import tf1
 from kbert.config import BertConfig
+from kbert.tasks import casing
 from kbert.tasks import distribution
 from kbert.tasks import optimization
 from kbert.tokenization import vocab as vocab_lib
@@ -48,14 +47,10 @@ LOG_DIR = "logs"
 TRAINING_LOG_FILE = "training_log.csv"
 TRAIN_RESULTS_FILE = "train_results.json"
 EVAL_RESULTS_FILE = "eval_results"  # .txt and .json
-MANIFEST_FILE = "run_manifest.json"
+MANIFEST_FILE = "run_manifest.json"  # see kbert.tasks.run_manifest
 EXPORT_SETTINGS_FILE = "export_settings.json"
 _BEST_FILE = "best_epoch.json"  # in backup/, beside the best epoch's weights
 _BEST_WEIGHTS = "best.weights.h5"
-# Settings that do not change what training does: a restart may change them.
-_NOT_IN_MANIFEST = ("output_dir", "overwrite_output_dir", "do_eval", "do_predict",
-                    "eval_batch_size", "predict_batch_size", "test_file", "predict_file",
-                    "allow_casing_mismatch")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -208,47 +203,6 @@ def load_keras_model(path, expected_type, mixed_precision="float32"):
     return model
 
 
-# Google's released checkpoints, by directory name (as its tokenization.py
-# `validate_case_matches_checkpoint`): the uncased ones were trained lower-cased.
-_RELEASE_NAME = re.compile(r"(?:^|[/\\])((?:wwm_)?(?:un)?cased|multi_cased|multilingual|chinese)"
-                           r"_L-\d+_H-\d+_A-\d+(?:[/\\]|$)")
-_UNCASED_RELEASES = ("uncased", "wwm_uncased", "multilingual", "chinese")
-_SPECIAL = re.compile(r"^\[[A-Za-z0-9_]+\]$")  # [CLS], [unused12], ...
-_MIN_LOWER_PIECES = 100  # a vocab this big with no upper-case piece is an uncased vocab
-
-
-def check_casing(do_lower_case, vocab_file, init_checkpoint=None):
-    """Raises ValueError when `do_lower_case` contradicts the checkpoint or its vocab.
-
-    Google's rule: a release directory named `uncased_*`, `multilingual_*` or `chinese_*` is
-    uncased, `cased_*` / `multi_cased_*` cased. Then the vocab: word pieces with upper-case
-    letters mean a cased model; 100 or more lower-case pieces and no upper-case one, uncased.
-    """
-    fix = "or pass allow_casing_mismatch (--allow_casing_mismatch) if this is intended"
-    match = _RELEASE_NAME.search(os.path.abspath(init_checkpoint)) if init_checkpoint else None
-    if match:
-        uncased = match.group(1) in _UNCASED_RELEASES
-        if uncased != bool(do_lower_case):
-            raise ValueError(
-                f"{init_checkpoint}: Google's {match.group(1)} release is "
-                f"{'uncased' if uncased else 'cased'}, but do_lower_case={do_lower_case}; pass "
-                f"--do_lower_case={str(uncased).lower()}, {fix}")
-        return
-    tokens = [t for t in vocab_lib.load_vocab(vocab_file).tokens if not _SPECIAL.match(t)]
-    upper = [t for t in tokens if t != t.lower()]
-    lower = sum(1 for t in tokens if t != t.upper())
-    if do_lower_case and upper:
-        raise ValueError(
-            f"{vocab_file}: {len(upper)} word pieces have upper-case letters (e.g. "
-            f"{upper[0]!r}), so the model is cased, but do_lower_case=True lower-cases every "
-            f"input; pass --do_lower_case=false, {fix}")
-    if not do_lower_case and not upper and lower >= _MIN_LOWER_PIECES:
-        raise ValueError(
-            f"{vocab_file}: no word piece has an upper-case letter, so the model is uncased, "
-            f"but do_lower_case=False keeps upper-case input (which becomes [UNK]); pass "
-            f"--do_lower_case=true, {fix}")
-
-
 def validate_inputs(config, source, data_files=()):
     """Checks everything a run needs before any training; raises on the first problem.
 
@@ -276,7 +230,7 @@ def validate_inputs(config, source, data_files=()):
                     f"max_seq_length={config.max_seq_length} is longer than the model's "
                     f"max_position_embeddings={bert_config.max_position_embeddings}")
         if not config.allow_casing_mismatch:
-            check_casing(config.do_lower_case, source.vocab_file, source.path)
+            casing.check_casing(config.do_lower_case, source.vocab_file, source.path)
     os.makedirs(config.output_dir, exist_ok=True)
     if not os.access(config.output_dir, os.W_OK):
         raise PermissionError(f"{config.output_dir}: output_dir is not writable")
@@ -288,93 +242,6 @@ def check_model_length(config, model):
     if config.max_seq_length > positions:
         raise ValueError(f"max_seq_length={config.max_seq_length} is longer than the model's "
                          f"max_position_embeddings={positions}")
-
-
-# ----------------------------------------------------------------------------- run manifest
-
-
-def manifest_for(config, source, data_files=()):
-    """What identifies a training run: settings, checkpoint, vocab and data fingerprints.
-
-    Args:
-        config: `FineTuningConfig`.
-        source: `InitSource`, or None for a model trained from scratch.
-        data_files: sequence of (name, path) of the data read.
-    """
-    settings = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)
-                if field.name not in _NOT_IN_MANIFEST}
-    settings = {k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
-                for k, v in settings.items()}
-    return {
-        "settings": settings,
-        "init_checkpoint": source and _fingerprint(source.checkpoint_file),
-        "vocab_file": source and _fingerprint(source.vocab_file),
-        "data": {name: _fingerprint(path) for name, path in data_files if path},
-        "kbert_version": importlib.metadata.version("kbert"),
-    }
-
-
-def begin_training(config, manifest):
-    """Makes `output_dir` ready for a training run described by `manifest`.
-
-    Nothing there: the manifest is written. The same run, interrupted: it resumes (its
-    `backup/` is restored by `fit_and_record`). Another run, a finished one, or files of an
-    older kbert without a manifest: ValueError naming what differs, unless
-    `overwrite_output_dir`, which removes them first.
-    """
-    out = config.output_dir
-    path = os.path.join(out, MANIFEST_FILE)
-    old = _read_json(path) or None
-    ways_out = (f"pass --overwrite_output_dir to start over in {out}, or choose another "
-                f"--output_dir")
-    if config.overwrite_output_dir:
-        for name in (BACKUP_DIR, LOG_DIR):
-            shutil.rmtree(os.path.join(out, name), ignore_errors=True)
-        for name in (MANIFEST_FILE, MODEL_FILE, TRAINING_LOG_FILE, TRAIN_RESULTS_FILE,
-                     EVAL_RESULTS_FILE + ".txt", EVAL_RESULTS_FILE + ".json"):
-            if os.path.exists(os.path.join(out, name)):
-                os.remove(os.path.join(out, name))
-        old = None
-    elif old is None:
-        leftovers = [n for n in (MODEL_FILE, BACKUP_DIR) if os.path.exists(os.path.join(out, n))]
-        if leftovers:
-            raise ValueError(f"{out}: holds {', '.join(leftovers)} of a run without "
-                             f"{MANIFEST_FILE}; {ways_out}")
-    else:
-        recorded = {k: v for k, v in old.items() if k != "finished"}
-        differences = _differences(recorded, manifest)
-        if differences:
-            raise ValueError(f"{path}: {out} holds another run ({'; '.join(differences)}); "
-                             f"{ways_out}")
-        if old.get("finished"):
-            raise ValueError(f"{out}: holds a finished run with these settings; {ways_out}")
-        logging.info("%s: the same run, interrupted: resuming from %s", out, BACKUP_DIR)
-    _write_json(path, {**manifest, "finished": False})
-
-
-def finish_training(config):
-    """Marks the run in `output_dir` finished: a rerun needs `overwrite_output_dir`."""
-    path = os.path.join(config.output_dir, MANIFEST_FILE)
-    _write_json(path, {**_read_json(path), "finished": True})
-
-
-def _differences(old, new, prefix=""):
-    found = []
-    for key in sorted(set(old) | set(new)):
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            found += _differences(a, b, f"{prefix}{key}.")
-        elif a != b:
-            found.append(f"{prefix}{key}: was {a!r}, now {b!r}")
-    return found
-
-
-def _fingerprint(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return {"path": os.path.abspath(path), "sha256": digest.hexdigest()}
 
 
 # ----------------------------------------------------------------------------- fit and record
@@ -420,7 +287,7 @@ class BestEpoch(keras.callbacks.Callback):
     def __init__(self, backup_dir, monitor):
         super().__init__()
         self.backup_dir, self.monitor = backup_dir, monitor
-        self.best = _read_json(os.path.join(backup_dir, _BEST_FILE)) or None
+        self.best = read_json(os.path.join(backup_dir, _BEST_FILE)) or None
 
     def on_epoch_end(self, epoch, logs=None):
         value = (logs or {}).get(self.monitor)
@@ -429,7 +296,7 @@ class BestEpoch(keras.callbacks.Callback):
         os.makedirs(self.backup_dir, exist_ok=True)
         self.model.save_weights(os.path.join(self.backup_dir, _BEST_WEIGHTS))
         self.best = {"epoch": epoch + 1, "value": float(value)}
-        _write_json(os.path.join(self.backup_dir, _BEST_FILE), self.best)
+        write_json(os.path.join(self.backup_dir, _BEST_FILE), self.best)
 
     def restore(self):
         """Loads the best epoch's weights; returns {"epoch", "value"} or None."""
@@ -556,7 +423,7 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
         result["kept_epoch"] = (result.get("best_epoch", epochs) if config.keep_best_epoch
                                 else epochs)
     shutil.rmtree(backup_dir, ignore_errors=True)
-    _write_json(os.path.join(out, TRAIN_RESULTS_FILE), result)
+    write_json(os.path.join(out, TRAIN_RESULTS_FILE), result)
     logging.info("Training done: %s", _brief(result))
     return result
 
@@ -575,12 +442,12 @@ def write_outputs(output_dir, model, vocab_file, export_settings):
         io.copy_file(added, os.path.join(output_dir, vocab_lib.ADDED_TOKENS_FILE))
     with io.atomic_write(os.path.join(output_dir, tf1.CONFIG_FILE)) as f:
         f.write(model.bert_config.to_json_string())
-    _write_json(os.path.join(output_dir, EXPORT_SETTINGS_FILE), export_settings)
+    write_json(os.path.join(output_dir, EXPORT_SETTINGS_FILE), export_settings)
 
 
 def read_export_settings(model_path):
     """The `export_settings.json` beside a recipe's `model.keras`, or {} if there is none."""
-    return _read_json(os.path.join(os.path.dirname(os.path.abspath(model_path)),
+    return read_json(os.path.join(os.path.dirname(os.path.abspath(model_path)),
                                    EXPORT_SETTINGS_FILE))
 
 
@@ -616,7 +483,7 @@ def write_eval_results(output_dir, results, global_step, flat=None, **extra):
             "global_step": global_step}
     with io.atomic_write(os.path.join(output_dir, EVAL_RESULTS_FILE + ".txt")) as f:
         f.writelines(f"{key} = {flat[key]}\n" for key in sorted(flat))
-    _write_json(os.path.join(output_dir, EVAL_RESULTS_FILE + ".json"),
+    write_json(os.path.join(output_dir, EVAL_RESULTS_FILE + ".json"),
                 {**extra, "global_step": global_step, **results})
 
 
@@ -628,14 +495,16 @@ def kept_epoch_summary(train_results):
             if k in train_results}
 
 
-def _read_json(path):
+def read_json(path):
+    """The JSON object in `path`, or {} when there is no such file."""
     if not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
 
-def _write_json(path, content):
+def write_json(path, content):
+    """Writes `content` as indented JSON, atomically."""
     with io.atomic_write(path) as f:
         f.write(json.dumps(content, indent=2, default=_plain) + "\n")
 

@@ -31,6 +31,7 @@ from kbert.models.classifier import BertClassifier
 from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import metrics
+from kbert.tasks import run_manifest
 from kbert.tokenization import BertPreprocessor
 
 OWN_TASK = "own"  # `TaskSpec.name` of a user's own data
@@ -158,7 +159,7 @@ def _run_glue(config, strategy):
     data = read_data(config, spec)  # every file parsed before any training
     keras.utils.set_random_seed(config.seed)
     if config.do_train:
-        fine_tuning.begin_training(config, fine_tuning.manifest_for(
+        run_manifest.begin_training(config, run_manifest.manifest_for(
             config, source, config.data_files(spec)))
     model = load_classifier(config, spec, source)
     # Other workers of a multi-worker run write their copies under output_dir/worker_N.
@@ -174,7 +175,7 @@ def _run_glue(config, strategy):
         fine_tuning.write_outputs(config.output_dir, model, source.vocab_file, {
             "do_lower_case": config.do_lower_case, "max_seq_length": config.max_seq_length,
             "text_pair": _is_pair(config, spec), "label_names": spec.labels})
-        fine_tuning.finish_training(config)
+        run_manifest.finish_training(config)
     if config.do_eval:
         results["eval"] = {}
         for split, _ in spec.dev_files:

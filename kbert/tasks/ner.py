@@ -30,6 +30,7 @@ from kbert.models.tagger import BertTokenClassifier
 from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import ner_metrics
+from kbert.tasks import run_manifest
 from kbert.tokenization import FullTokenizer
 
 LABELS_FILE = "labels.txt"
@@ -114,7 +115,7 @@ def _run_ner(config, strategy):
     keras.utils.set_random_seed(config.seed)
     train = data.get("train_file")
     if config.do_train:
-        fine_tuning.begin_training(config, fine_tuning.manifest_for(
+        run_manifest.begin_training(config, run_manifest.manifest_for(
             config, source, config.data_files()))
         if config.max_train_sentences and config.max_train_sentences < len(train):
             keep = sorted(random.Random(config.seed).sample(range(len(train)),
@@ -135,7 +136,7 @@ def _run_ner(config, strategy):
             "label_names": list(labels)})
         with io.atomic_write(os.path.join(config.output_dir, LABELS_FILE)) as f:
             f.writelines(label + "\n" for label in labels)
-        fine_tuning.finish_training(config)
+        run_manifest.finish_training(config)
     scored = {}
     if config.do_eval:
         scored["dev"] = dev

@@ -33,6 +33,7 @@ from kbert.models.span_labeler import BertSpanLabeler
 from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import optimization
+from kbert.tasks import run_manifest
 from kbert.tasks import squad_metrics
 from kbert.tasks import squad_postprocess
 from kbert.tokenization.tokenizer import FullTokenizer
@@ -288,7 +289,7 @@ def _run_squad(config, strategy):
                                                           config.version_2_with_negative)
     keras.utils.set_random_seed(config.seed)
     if config.do_train:
-        fine_tuning.begin_training(config, fine_tuning.manifest_for(
+        run_manifest.begin_training(config, run_manifest.manifest_for(
             config, source, config.data_files()))
     model = build_model(path, config.bert_config_file, config.version_2_with_negative,
                         config.mixed_precision)
@@ -321,7 +322,7 @@ def _run_squad(config, strategy):
             "max_answer_length": config.max_answer_length,
             "null_score_diff_threshold": config.null_score_diff_threshold})
         _write_json(os.path.join(output_dir, fine_tuning.TRAIN_RESULTS_FILE), results["train"])
-        fine_tuning.finish_training(config)
+        run_manifest.finish_training(config)
     if config.do_predict:
         examples = predict_examples
         features = squad_data.convert_examples_to_features(examples, is_training=False,

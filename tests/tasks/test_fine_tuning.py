@@ -7,7 +7,9 @@ import keras
 import numpy as np
 import pytest
 
+from kbert.tasks import casing
 from kbert.tasks import fine_tuning
+from kbert.tasks import run_manifest
 
 UPPER_WORDS = ["The", "Paris", "London", "said"]
 LOWER_WORDS = [f"word{chr(97 + i % 26)}{i}" for i in range(120)]
@@ -25,11 +27,11 @@ def test_casing_guard_by_release_name(tmp_path):
     release = str(tmp_path / "cased_L-12_H-768_A-12")
     with pytest.raises(ValueError, match=r"cased release is cased, but do_lower_case=True; "
                                          r"pass --do_lower_case=false"):
-        fine_tuning.check_casing(True, uncased, release)
-    fine_tuning.check_casing(False, uncased, release)  # the name wins over the vocab
+        casing.check_casing(True, uncased, release)
+    casing.check_casing(False, uncased, release)  # the name wins over the vocab
     with pytest.raises(ValueError, match="uncased release is uncased.*--do_lower_case=true"):
-        fine_tuning.check_casing(False, uncased, str(tmp_path / "uncased_L-2_H-128_A-2"))
-    fine_tuning.check_casing(True, uncased, str(tmp_path / "multilingual_L-12_H-768_A-12"))
+        casing.check_casing(False, uncased, str(tmp_path / "uncased_L-2_H-128_A-2"))
+    casing.check_casing(True, uncased, str(tmp_path / "multilingual_L-12_H-768_A-12"))
 
 
 def test_casing_guard_by_vocab(tmp_path):
@@ -37,15 +39,15 @@ def test_casing_guard_by_vocab(tmp_path):
     uncased = vocab(tmp_path, LOWER_WORDS, "uncased.txt")
     with pytest.raises(ValueError, match=r"3 word pieces have upper-case letters \(e.g. 'The'\)"
                                          r".*pass --do_lower_case=false.*allow_casing_mismatch"):
-        fine_tuning.check_casing(True, cased, str(tmp_path / "my_model"))
+        casing.check_casing(True, cased, str(tmp_path / "my_model"))
     with pytest.raises(ValueError, match="no word piece has an upper-case letter.*"
                                          "--do_lower_case=true"):
-        fine_tuning.check_casing(False, uncased, None)
-    fine_tuning.check_casing(False, cased, None)
-    fine_tuning.check_casing(True, uncased, None)
+        casing.check_casing(False, uncased, None)
+    casing.check_casing(False, cased, None)
+    casing.check_casing(True, uncased, None)
     # Too few letters to tell ([unusedN] and the like do not count): no error either way.
     small = vocab(tmp_path, ["[unused0]", "the", "a"], "small.txt")
-    fine_tuning.check_casing(False, small, None)
+    casing.check_casing(False, small, None)
 
 
 def test_casing_override(tiny_google_dir, tmp_path):
@@ -82,19 +84,19 @@ def test_manifest_resumes_only_the_same_run(tiny_google_dir, tmp_path):
                                             init_checkpoint=tiny_google_dir, **kwargs)
 
     source = fine_tuning.resolve_init(tiny_google_dir)
-    first = fine_tuning.manifest_for(config(), source)
-    fine_tuning.begin_training(config(), first)
-    fine_tuning.begin_training(config(do_eval=True), first)  # same run: resumes
-    other = fine_tuning.manifest_for(config(learning_rate=1e-3), source)
+    first = run_manifest.manifest_for(config(), source)
+    run_manifest.begin_training(config(), first)
+    run_manifest.begin_training(config(do_eval=True), first)  # same run: resumes
+    other = run_manifest.manifest_for(config(learning_rate=1e-3), source)
     with pytest.raises(ValueError, match=r"holds another run \(settings.learning_rate: was "
                                          r"5e-05, now 0.001\); pass --overwrite_output_dir.*"
                                          r"or choose another --output_dir"):
-        fine_tuning.begin_training(config(learning_rate=1e-3), other)
-    fine_tuning.finish_training(config())
+        run_manifest.begin_training(config(learning_rate=1e-3), other)
+    run_manifest.finish_training(config())
     with pytest.raises(ValueError, match="holds a finished run"):
-        fine_tuning.begin_training(config(), first)
+        run_manifest.begin_training(config(), first)
     (tmp_path / "model.keras").write_text("old")
-    fine_tuning.begin_training(config(learning_rate=1e-3, overwrite_output_dir=True), other)
+    run_manifest.begin_training(config(learning_rate=1e-3, overwrite_output_dir=True), other)
     assert not (tmp_path / "model.keras").exists()
     manifest = json.loads((tmp_path / fine_tuning.MANIFEST_FILE).read_text())
     assert manifest["settings"]["learning_rate"] == 1e-3 and manifest["finished"] is False
