@@ -113,7 +113,8 @@ def main(argv):
         kbert_dir = os.path.join(_WORK.value, f"kbert_{task}")
         _run(["tools/run_classifier.py", *common, f"--init_checkpoint={checkpoint}",
               f"--output_dir={kbert_dir}", "--do_train", "--do_eval", "--eval_batch_size=32",
-              *_KBERT_FLAGS.value])
+              # As the peers: the last epoch, no dev scoring between epochs; a re-run starts over.
+              "--nokeep_best_epoch", "--overwrite_output_dir", *_KBERT_FLAGS.value])
         kbert_train = _read(os.path.join(kbert_dir, "train_results.json"))
         kbert_eval = _read(os.path.join(kbert_dir, "eval_results.json"))
         # Training alone: the epochs' time, as every side times it (kbert's timer runs before

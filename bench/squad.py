@@ -79,6 +79,7 @@ def main(argv):
     command = [sys.executable, "tools/run_squad.py", "--do_train", "--do_predict",
                f"--init_checkpoint={checkpoint}", f"--train_file={files['train']}",
                f"--predict_file={files['eval']}", f"--output_dir={output_dir}",
+               "--overwrite_output_dir",
                f"--max_seq_length={_SEQ.value}", f"--doc_stride={_STRIDE.value}",
                f"--num_train_epochs={_EPOCHS.value}", f"--train_batch_size={_BATCH.value}",
                f"--learning_rate={_LR.value}", "--predict_batch_size=32",

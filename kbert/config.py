@@ -65,7 +65,7 @@ class BertConfig:
             raise ValueError(f"{source}: {e}") from None
 
     @classmethod
-    def from_json_file(cls, path):
+    def from_json_file(cls, path) -> "BertConfig":
         """Reads `bert_config.json`; errors name the file."""
         path = os.fspath(path)
         try:

@@ -6,6 +6,7 @@ show in its --help; `distribution_settings()` gives them as keyword arguments of
 the replicas.
 """
 
+import _cli
 from absl import flags
 
 from kbert.tasks import distribution
@@ -32,3 +33,70 @@ def distribution_settings():
     """The flags' values as `kbert.tasks` keyword arguments."""
     return dict(distribution_strategy=DISTRIBUTION_STRATEGY.value, tpu=TPU.value,
                 mixed_precision=MIXED_PRECISION.value, jit_compile=JIT_COMPILE.value)
+
+
+class FineTuningFlags:
+    """The flags of `kbert.tasks.fine_tuning.FineTuningConfig`, defined by the tool that
+    calls `define_fine_tuning_flags` (so run_pretraining, which has its own, has none of them).
+    """
+
+    def __init__(self, defaults, steps):
+        d = {**_FINE_TUNING_DEFAULTS, **defaults}
+        self.holders = {
+            "output_dir": flags.DEFINE_string(
+                "output_dir", None, "Where the model, results and logs go.", required=True),
+            "init_checkpoint": flags.DEFINE_string(
+                "init_checkpoint", None, "Google checkpoint (release dir, training dir or "
+                "prefix) or a .keras model. Defaults to --output_dir/model.keras without "
+                "--do_train."),
+            "vocab_file": flags.DEFINE_string(
+                "vocab_file", None, "Defaults to vocab.txt beside the checkpoint."),
+            "bert_config_file": flags.DEFINE_string(
+                "bert_config_file", None, "Defaults to bert_config.json beside the checkpoint."),
+            "do_lower_case": flags.DEFINE_bool(
+                "do_lower_case", True, "Whether the model is uncased (checked against the "
+                "release name and the vocab)."),
+            "allow_casing_mismatch": flags.DEFINE_bool(
+                "allow_casing_mismatch", False, "Skip the --do_lower_case check."),
+            "max_seq_length": flags.DEFINE_integer(
+                "max_seq_length", d["max_seq_length"], "Word pieces per input or window."),
+            "train_batch_size": flags.DEFINE_integer(
+                "train_batch_size", 32, "Training batch size (global)."),
+            "eval_batch_size": flags.DEFINE_integer(
+                "eval_batch_size", d["eval_batch_size"], "Evaluation batch size (global)."),
+            "predict_batch_size": flags.DEFINE_integer(
+                "predict_batch_size", 8, "Prediction batch size (global)."),
+            "learning_rate": flags.DEFINE_float(
+                "learning_rate", 5e-5, _cli.LEARNING_RATE_HELP),
+            "num_train_epochs": flags.DEFINE_float(
+                "num_train_epochs", 3.0, d["epochs_help"]),
+            "warmup_proportion": flags.DEFINE_float(
+                "warmup_proportion", 0.1, "Fraction of steps of linear warm-up."),
+            **{step: flags.DEFINE_bool(step, False, d[f"{step}_help"]) for step in steps},
+            "keep_best_epoch": flags.DEFINE_bool(
+                "keep_best_epoch", True, "With --do_eval, score the dev set after every epoch "
+                "and save the best epoch; --nokeep_best_epoch saves the last one."),
+            "overwrite_output_dir": flags.DEFINE_bool(
+                "overwrite_output_dir", False, "Start over in an --output_dir that holds "
+                "another run, or a finished one."),
+            "seed": flags.DEFINE_integer(
+                "seed", 12345, "Seeds the data order, dropout and the new head."),
+        }
+
+    def settings(self):
+        """The flags' values (these and the distribution flags) as config keyword arguments."""
+        return {**{name: holder.value for name, holder in self.holders.items()},
+                **distribution_settings()}
+
+
+_FINE_TUNING_DEFAULTS = dict(
+    max_seq_length=128, eval_batch_size=8,
+    epochs_help="Training epochs (a whole number).", do_train_help="Fine-tune.",
+    do_eval_help="Evaluate on the dev set.", do_predict_help="Predict the test set.")
+
+
+def define_fine_tuning_flags(steps=("do_train", "do_eval", "do_predict"), **defaults):
+    """Defines the shared fine-tuning flags, with the step flags in `steps`; `defaults`
+    changes a few defaults and helps (max_seq_length, eval_batch_size, epochs_help,
+    do_train_help, do_eval_help, do_predict_help)."""
+    return FineTuningFlags(defaults, steps)

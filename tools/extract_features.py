@@ -22,8 +22,8 @@ from absl import flags
 from absl import logging
 
 import kbert
-from kbert import features
 from kbert import io
+from kbert.tasks import feature_extraction as features
 
 _INPUT = flags.DEFINE_string("input_file", None, "UTF-8 text, one example per line.",
                              required=True)

@@ -1,14 +1,25 @@
-"""Fine-tunes BERT on a GLUE task with model.fit, evaluates it and predicts its test set.
+"""Fine-tunes BERT for text (pair) classification or regression: a GLUE task or your own files.
 
-As Google's run_classifier.py, with the same flags. Tasks: CoLA, SST-2, MRPC, STS-B, QQP,
-MNLI, QNLI, RTE, WNLI, and AX (the diagnostic set: --do_predict with an MNLI model.keras).
-Writes to --output_dir: eval_results.txt/.json, <TASK>.tsv test predictions in the GLUE
-server's format, train_results.json, model.keras, TensorBoard logs/; an interrupted run,
-restarted with the same flags, resumes from its last finished epoch.
+As Google's run_classifier.py, with the same flags. GLUE tasks: CoLA, SST-2, MRPC, STS-B, QQP,
+MNLI, QNLI, RTE, WNLI, and AX (the diagnostic set: --do_predict with an MNLI model.keras), read
+from --data_dir (--do_train needs train.tsv, --do_eval dev.tsv, --do_predict test.tsv).
+Your own data: --train_file, --dev_file, --test_file (.csv or .tsv with a header, or .jsonl),
+with --text_a_column, --text_b_column (pairs), --label_column; labels are those of the training
+file (or --labels), --regression for real-valued labels.
+
+Writes to --output_dir: model.keras, vocab.txt, bert_config.json, export_settings.json,
+eval_results.txt/.json, <split>_predictions.tsv (dev: texts, gold, predicted, probabilities),
+<TASK>.tsv test predictions in the GLUE server's format, train_results.json,
+training_log.csv, TensorBoard logs/. An interrupted run, restarted with the same flags,
+resumes from its last finished epoch; other flags need --overwrite_output_dir.
 
   python tools/run_classifier.py --task_name=MRPC --data_dir=glue_data/MRPC \\
       --init_checkpoint=uncased_L-12_H-768_A-12 --do_train --do_eval --do_predict \\
       --learning_rate=2e-5 --num_train_epochs=3 --output_dir=/tmp/mrpc
+
+  python tools/run_classifier.py --train_file=reviews_train.csv --dev_file=reviews_dev.csv \\
+      --text_a_column=review --label_column=stars --init_checkpoint=uncased_L-12_H-768_A-12 \\
+      --do_train --do_eval --output_dir=/tmp/reviews
 
 Batch sizes are global. Add --distribution_strategy=mirrored to train on every local GPU,
 =multi_worker_mirrored (and TF_CONFIG) on several hosts, =tpu with --tpu on a Cloud TPU;
@@ -24,29 +35,24 @@ from absl import logging
 from kbert.tasks import glue
 
 flags.adopt_module_key_flags(_flags)
+_SHARED = _flags.define_fine_tuning_flags(
+    do_train_help="Fine-tune on train.tsv or --train_file.",
+    do_eval_help="Evaluate on the dev set(s) (every epoch, to keep the best one).",
+    do_predict_help="Predict test.tsv or --test_file.")
 
-_TASK = flags.DEFINE_string("task_name", None, "GLUE task, e.g. MRPC.", required=True)
-_DATA = flags.DEFINE_string("data_dir", None, "The task's GLUE directory.", required=True)
-_OUTPUT = flags.DEFINE_string("output_dir", None, "Where results go.", required=True)
-_CHECKPOINT = flags.DEFINE_string(
-    "init_checkpoint", None, "Google checkpoint (release dir or prefix) or a .keras "
-    "BertClassifier. Defaults to --output_dir/model.keras without --do_train.")
-_VOCAB = flags.DEFINE_string("vocab_file", None, "Defaults to vocab.txt beside the checkpoint.")
-_CONFIG = flags.DEFINE_string("bert_config_file", None, "Defaults to the one beside the ckpt.")
-_LOWER = flags.DEFINE_bool("do_lower_case", True, "Whether the model is uncased.")
-_MAX_SEQ = flags.DEFINE_integer("max_seq_length", 128, "Longer inputs are truncated.")
-_TRAIN_BATCH = flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
-_EVAL_BATCH = flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size.")
-_PREDICT_BATCH = flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.")
-_LR = flags.DEFINE_float("learning_rate", 5e-5, _cli.LEARNING_RATE_HELP)
-_EPOCHS = flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs (a whole number).")
-_WARMUP = flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of steps of linear warm-up.")
-_TRAIN = flags.DEFINE_bool("do_train", False, "Fine-tune on train.tsv.")
-_EVAL = flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set(s).")
-_PREDICT = flags.DEFINE_bool("do_predict", False, "Predict the test set(s).")
+_TASK = flags.DEFINE_string("task_name", None, "GLUE task, e.g. MRPC (with --data_dir).")
+_DATA = flags.DEFINE_string("data_dir", None, "The task's GLUE directory.")
+_TRAIN_FILE = flags.DEFINE_string("train_file", None, "Own training data: .csv, .tsv, .jsonl.")
+_DEV_FILE = flags.DEFINE_string("dev_file", None, "Own dev data, scored with --do_eval.")
+_TEST_FILE = flags.DEFINE_string("test_file", None, "Own test data, with --do_predict.")
+_TEXT_A = flags.DEFINE_string("text_a_column", "text_a", "Own data: column of the text.")
+_TEXT_B = flags.DEFINE_string("text_b_column", None, "Own data: column of the second text.")
+_LABEL = flags.DEFINE_string("label_column", "label", "Own data: column of the label.")
+_LABELS = flags.DEFINE_list("labels", None, "Own data: the classes in id order. Defaults to "
+                            "the sorted labels of --train_file.")
+_REGRESSION = flags.DEFINE_bool("regression", False, "Own data: labels are real numbers.")
 _MAX_TRAIN = flags.DEFINE_integer("max_train_examples", None,
                                   "Train on a seeded random subset of this many examples.")
-_SEED = flags.DEFINE_integer("seed", 12345, "Seeds the subset, shuffle, dropout and head.")
 _SKIP_BAD = flags.DEFINE_bool("skip_bad_rows", False, "Skip (and log) malformed dev/test rows.")
 
 
@@ -55,22 +61,19 @@ def main(argv):
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     try:
         config = glue.GlueConfig(
-            task_name=_TASK.value, data_dir=_DATA.value, output_dir=_OUTPUT.value,
-            init_checkpoint=_CHECKPOINT.value, vocab_file=_VOCAB.value,
-            bert_config_file=_CONFIG.value, do_lower_case=_LOWER.value,
-            max_seq_length=_MAX_SEQ.value, train_batch_size=_TRAIN_BATCH.value,
-            eval_batch_size=_EVAL_BATCH.value, predict_batch_size=_PREDICT_BATCH.value,
-            learning_rate=_LR.value, num_train_epochs=_EPOCHS.value,
-            warmup_proportion=_WARMUP.value, do_train=_TRAIN.value, do_eval=_EVAL.value,
-            do_predict=_PREDICT.value, max_train_examples=_MAX_TRAIN.value, seed=_SEED.value,
+            task_name=_TASK.value, data_dir=_DATA.value, train_file=_TRAIN_FILE.value,
+            dev_file=_DEV_FILE.value, test_file=_TEST_FILE.value, text_a_column=_TEXT_A.value,
+            text_b_column=_TEXT_B.value, label_column=_LABEL.value,
+            labels=tuple(_LABELS.value) if _LABELS.value else None,
+            regression=_REGRESSION.value, max_train_examples=_MAX_TRAIN.value,
             skip_bad_rows=_SKIP_BAD.value,
-            **_flags.distribution_settings())
+            **_SHARED.settings())
     except ValueError as e:
         raise app.UsageError(str(e)) from None
     results = glue.run_glue(config)
     for split, scores in results.get("eval", {}).items():
         logging.info("%s: %s", split, scores)
-    logging.info("Results written to %s", _OUTPUT.value)
+    logging.info("Results written to %s", config.output_dir)
 
 
 if __name__ == "__main__":

@@ -234,7 +234,7 @@ def write_huggingface(checkpoint, output_dir, label_names=None):
     logging.info("Wrote %s (%d tensors) to %s", architecture, len(weights), output_dir)
 
 
-def convert_huggingface_to_google(hf_dir, output_dir, exact_gelu=False):
+def convert_huggingface_to_google(hf_dir, output_dir, exact_gelu=False) -> str:
     """Writes a Google release directory from a Hugging Face BERT directory, head included.
 
     Args:
@@ -253,7 +253,7 @@ def convert_huggingface_to_google(hf_dir, output_dir, exact_gelu=False):
     return prefix
 
 
-def convert_google_to_huggingface(google_path, output_dir, label_names=None):
+def convert_google_to_huggingface(google_path, output_dir, label_names=None) -> None:
     """Writes `model.safetensors`, `config.json`, `vocab.txt` from a Google checkpoint.
 
     Args:

@@ -30,7 +30,7 @@ class GoogleCheckpoint:
     reader: object
 
     @classmethod
-    def open(cls, path, config=None):
+    def open(cls, path, config=None) -> "GoogleCheckpoint":
         """Finds the checkpoint and its config.
 
         Args:
@@ -158,7 +158,7 @@ def load_google_weights(model, checkpoint, new_head=False):
     logging.info("Loaded %d variables from %s", len(plan), checkpoint.prefix)
 
 
-def google_tensors(model):
+def google_tensors(model) -> dict:
     """The weights of `model` under Google's names, as the name table maps them.
 
     Args:
@@ -180,7 +180,7 @@ def google_tensors(model):
     return tensors
 
 
-def save_google_checkpoint(model, prefix, vocab_file=None):
+def save_google_checkpoint(model, prefix, vocab_file=None) -> None:
     """Writes `model` as Google's TF1 checkpoint plus `bert_config.json`, atomically.
 
     Google's modeling.py restores the result with `tf.train.Saver`; a classifier's head is

@@ -347,22 +347,9 @@ def training_dataset(windows, batch_size, seed=None, bucket_boundaries=None):
     """
     if not len(windows):
         raise ValueError("no training sentences")
-    if bucket_boundaries is None:
-        bucket_boundaries = pipeline.default_bucket_boundaries(int(windows.lengths.max()))
-    steps = pipeline.steps_per_epoch(windows.lengths, batch_size, bucket_boundaries)
-    dataset = tf.data.Dataset.from_tensor_slices(
-        (windows.features, windows.label_ids, windows.label_weights))
-    dataset = dataset.shuffle(len(windows), seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.map(_dense)
-    if bucket_boundaries:
-        dataset = dataset.bucket_by_sequence_length(
-            lambda features, *_: tf.shape(features["token_ids"])[0],
-            bucket_boundaries=list(bucket_boundaries),
-            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1))
-    else:
-        dataset = dataset.padded_batch(batch_size)
-    dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
-    return dataset.prefetch(tf.data.AUTOTUNE), steps
+    return pipeline.training_dataset(
+        pipeline.Tokenized(windows.features, windows.lengths),
+        (windows.label_ids, windows.label_weights), batch_size, seed, bucket_boundaries)
 
 
 def inference_dataset(windows, batch_size):
@@ -372,11 +359,8 @@ def inference_dataset(windows, batch_size):
         (`tf.data.Dataset`, `order`: np.ndarray [windows], the window of each row the
         dataset yields, in order).
     """
-    order = np.argsort(windows.lengths, kind="stable")
-    features = {name: tf.gather(values, order) for name, values in windows.features.items()}
-    weights = tf.gather(windows.label_weights, order)
-    dataset = tf.data.Dataset.from_tensor_slices((features, weights)).map(_dense)
-    return dataset.padded_batch(batch_size).prefetch(tf.data.AUTOTUNE), order
+    return pipeline.inference_dataset(pipeline.Tokenized(windows.features, windows.lengths),
+                                      batch_size, labels=(windows.label_weights,))
 
 
 def word_labels(windows, predicted_ids, label_names, sentences):
@@ -416,10 +400,3 @@ def write_predictions(path, sentences, predicted):
             f.writelines(f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.labels,
                                                              labels, strict=True))
             f.write("\n")
-
-
-def _dense(features, *rest):
-    # A slice of a ragged [windows, (seq)] tensor is a ragged_rank-0 "ragged" tensor, which
-    # padded_batch refuses; as a dense [seq] tensor it pads.
-    return ({name: tf.convert_to_tensor(v) for name, v in features.items()},
-            *(tf.convert_to_tensor(r) for r in rest))

@@ -8,7 +8,12 @@ each), where this traces it once for train, dev and test. Training batches come 
 holds examples of similar length and is padded only to its longest one. `inference_dataset`
 sorts by length instead (no randomness, even less padding) and returns the order, so
 `restore_order` puts predictions back in file order. Both feed the same features, `token_ids`,
-`segment_ids` and `padding_mask`.
+`segment_ids` and `padding_mask`, followed by a label or per-token targets.
+
+The one batching module of the recipes: GLUE (`kbert.tasks.glue`) and NER
+(`kbert.data.conll`) use these datasets; SQuAD's padded NumPy windows use
+`resumable_batches` (a data order that is a function of the step, so a resumed run continues
+it) and `padded_width`; feature extraction streams `padded_batch`es.
 """
 
 import typing
@@ -18,6 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 FEATURES = ("token_ids", "segment_ids", "padding_mask")
+POOL_BATCHES = 64  # batches per length-sorted pool of `resumable_batches`
+WIDTH_MULTIPLE = 16  # `resumable_batches` widths are rounded up to this
 
 
 class Tokenized(typing.NamedTuple):
@@ -73,30 +80,34 @@ def training_dataset(tokenized, labels, batch_size, seed=None, bucket_boundaries
 
     Args:
         tokenized: `Tokenized`.
-        labels: np.ndarray [examples]. Class ids (int) or scores (float).
+        labels: np.ndarray [examples] of class ids (int) or scores (float); or a tuple of
+            per-example targets (arrays or ragged [examples, (seq)] tensors, padded with 0),
+            yielded after the features in that order, e.g. (label_ids, label_weights).
         batch_size: int. Examples per batch (a bucket's last batch of an epoch may be smaller).
         seed: int. Shuffle seed; None for a random one. Defaults to None.
         bucket_boundaries: list of int. Length edges of the buckets. Defaults to
             `default_bucket_boundaries(longest example)`.
 
     Returns:
-        (`tf.data.Dataset` of (features dict of int32 [batch, seq], labels [batch]),
-        steps per epoch). The dataset's cardinality is set, so Keras shows progress.
+        (`tf.data.Dataset` of (features dict of int32 [batch, seq], labels [batch]) or
+        (features, *targets), steps per epoch). The dataset's cardinality is set, so Keras
+        shows progress.
     """
-    labels = np.asarray(labels)
-    if len(labels) != len(tokenized):
-        raise ValueError(f"{len(tokenized)} examples but {len(labels)} labels")
-    if not len(labels):
+    targets = _targets(labels)
+    for target in targets:
+        if int(target.shape[0]) != len(tokenized):
+            raise ValueError(f"{len(tokenized)} examples but {int(target.shape[0])} labels")
+    if not len(tokenized):
         raise ValueError("no training examples")
     if bucket_boundaries is None:
         bucket_boundaries = default_bucket_boundaries(int(tokenized.lengths.max()))
     steps = steps_per_epoch(tokenized.lengths, batch_size, bucket_boundaries)
-    dataset = tf.data.Dataset.from_tensor_slices((tokenized.features, labels))
-    dataset = dataset.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.map(lambda features, label: (_dense(features), label))
+    dataset = tf.data.Dataset.from_tensor_slices((tokenized.features, *targets))
+    dataset = dataset.shuffle(len(tokenized), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.map(_dense)
     if bucket_boundaries:
         dataset = dataset.bucket_by_sequence_length(
-            lambda features, label: tf.shape(features["token_ids"])[0],
+            lambda features, *_: tf.shape(features["token_ids"])[0],
             bucket_boundaries=list(bucket_boundaries),
             bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1))
     else:
@@ -120,21 +131,91 @@ def inference_dataset(tokenized, batch_size, labels=None):
     Args:
         tokenized: `Tokenized`.
         batch_size: int. Examples per batch.
-        labels: np.ndarray [examples] or None. Added to each batch when given.
+        labels: np.ndarray [examples], a tuple of per-example targets (as in
+            `training_dataset`), or None. Added to each batch when given.
 
     Returns:
-        (`tf.data.Dataset` of features dicts [batch, seq], or (features, labels) pairs, and
-        `order`, np.ndarray [examples]: the example index of each row the dataset yields).
-        Pass model outputs and `order` to `restore_order`.
+        (`tf.data.Dataset` of features dicts [batch, seq], or (features, *labels) tuples,
+        and `order`, np.ndarray [examples]: the example index of each row the dataset
+        yields). Pass model outputs and `order` to `restore_order`.
     """
     order = np.argsort(tokenized.lengths, kind="stable")
     features = {name: tf.gather(values, order) for name, values in tokenized.features.items()}
-    dataset = tf.data.Dataset.from_tensor_slices(features).map(_dense)
-    if labels is not None:
-        labels = tf.data.Dataset.from_tensor_slices(np.asarray(labels)[order])
-        dataset = tf.data.Dataset.zip(dataset, labels)
+    targets = [tf.gather(target, order) for target in _targets(labels)] if labels is not None \
+        else []
+    if targets:
+        dataset = tf.data.Dataset.from_tensor_slices((features, *targets)).map(_dense)
+    else:
+        dataset = tf.data.Dataset.from_tensor_slices(features).map(_dense)
     dataset = dataset.padded_batch(batch_size)
     return dataset.prefetch(tf.data.AUTOTUNE), order
+
+
+def resumable_batches(inputs, targets, lengths, batch_size, seed=0, start_step=0,
+                      group_by_length=True):
+    """Endless (inputs, targets) batches of NumPy rows from global step `start_step`.
+
+    The data order is a function of (seed, step), so a run resumed at step N sees the batches
+    it would have seen. Each epoch is a permutation drawn from `seed` and the epoch number;
+    the last partial batch is dropped. With `group_by_length`, pools of 64 batches are sorted
+    by length before they are cut into batches, and the batches are shuffled again; each
+    batch is cut to its longest row rounded up to 16 (few widths, so little retracing).
+
+    Args:
+        inputs: dict of name -> np.ndarray [examples, seq], padded.
+        targets: dict of name -> np.ndarray [examples].
+        lengths: np.ndarray of int [examples]. Real tokens per row.
+        batch_size: int.
+        seed: int. Defaults to 0.
+        start_step: int. Global step to start from. Defaults to 0.
+        group_by_length: bool. Defaults to True.
+
+    Yields:
+        (dict of [batch, width] inputs, dict of [batch] targets).
+    """
+    steps_per_epoch = len(lengths) // batch_size
+    if steps_per_epoch < 1:
+        raise ValueError(f"{len(lengths)} training rows make no batch of {batch_size}")
+    epoch, skip = divmod(start_step, steps_per_epoch)
+    while True:
+        rng = np.random.default_rng([seed, epoch])
+        order = rng.permutation(len(lengths))[:steps_per_epoch * batch_size]
+        if group_by_length:
+            pool = POOL_BATCHES * batch_size
+            for i in range(0, len(order), pool):
+                order[i:i + pool] = order[i:i + pool][np.argsort(lengths[order[i:i + pool]],
+                                                                 kind="stable")]
+        batches = order.reshape(steps_per_epoch, batch_size)
+        if group_by_length:
+            batches = batches[rng.permutation(steps_per_epoch)]
+        for rows in batches[skip:]:
+            width = padded_width(int(lengths[rows].max()), next(iter(inputs.values())).shape[1])
+            yield ({name: array[rows, :width] for name, array in inputs.items()},
+                   {name: array[rows] for name, array in targets.items()})
+        epoch, skip = epoch + 1, 0
+
+
+def padded_batch(token_ids, segment_ids):
+    """Model inputs of one batch of unpadded rows, padded to the longest row.
+
+    Args:
+        token_ids, segment_ids: sequences of sequences of int, one per example.
+
+    Returns:
+        dict of int32 np.ndarray [batch, longest row]: `FEATURES`, padded with 0.
+    """
+    width = max(len(ids) for ids in token_ids)
+    inputs = {name: np.zeros((len(token_ids), width), np.int32) for name in FEATURES}
+    for row, (ids, segments) in enumerate(zip(token_ids, segment_ids, strict=True)):
+        inputs["token_ids"][row, :len(ids)] = ids
+        inputs["segment_ids"][row, :len(ids)] = segments
+        inputs["padding_mask"][row, :len(ids)] = 1
+    return inputs
+
+
+def padded_width(length, max_length):
+    """`length` rounded up to a multiple of `WIDTH_MULTIPLE`, at most `max_length`."""
+    return min(max_length, -(-length // WIDTH_MULTIPLE) * WIDTH_MULTIPLE)
 
 
 def restore_order(values, order):
@@ -145,10 +226,19 @@ def restore_order(values, order):
     return restored
 
 
-def _dense(features):
+def _targets(labels):
+    if isinstance(labels, tuple):
+        return labels
+    return (np.asarray(labels),)
+
+
+def _dense(features, *targets):
     # A slice of a ragged [examples, (seq)] tensor is a ragged_rank-0 "ragged" tensor, which
     # padded_batch refuses; as a dense [seq] tensor it pads.
-    return {name: tf.convert_to_tensor(values) for name, values in features.items()}
+    features = {name: tf.convert_to_tensor(values) for name, values in features.items()}
+    if not targets:
+        return features
+    return (features, *(tf.convert_to_tensor(target) for target in targets))
 
 
 # Per preprocessor, its traced function: tokenizing train, dev and test then builds the

@@ -5,10 +5,12 @@ Serving build with the tensorflow-text ops to serve): tokenization is in the gra
 vocab and label names are SavedModel assets.
 """
 
+import json
 import os
 import shutil
 import tempfile
 
+import keras
 import tensorflow as tf
 
 from kbert.export import serving
@@ -21,6 +23,10 @@ from kbert.tokenization import vocab as vocab_lib
 
 TEXT_SIGNATURE = serving.TEXT_SIGNATURE
 TOKEN_IDS_SIGNATURE = serving.TOKEN_IDS_SIGNATURE
+MODEL_FILE = "model.keras"
+# Written by kbert.tasks.fine_tuning.write_outputs beside model.keras: keyword arguments of
+# `export_saved_model` (tasks and export may not import each other, so the name is here too).
+EXPORT_SETTINGS_FILE = "export_settings.json"
 _TASKS = (("span_labeler", BertSpanLabeler), ("classifier", BertClassifier),
           ("tagger", BertTokenClassifier), ("encoder", BertEncoder))
 
@@ -28,7 +34,8 @@ _TASKS = (("span_labeler", BertSpanLabeler), ("classifier", BertClassifier),
 def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
                        max_seq_length=128, never_split=None, label_names=None,
                        text_pair=False, max_query_length=64, max_answer_length=30,
-                       null_score_diff_threshold=0.0, overwrite=False, compute_dtype="float32"):
+                       null_score_diff_threshold=0.0, overwrite=False,
+                       compute_dtype="float32") -> str:
     """Writes `model` as a SavedModel with a raw-text and a token-id serving signature.
 
     `serving_default` takes string tensors [batch]: `text` (or `text_a` and `text_b` with
@@ -128,6 +135,39 @@ def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
             text_pair, max_query_length, max_answer_length, null_score_diff_threshold)
         _save_atomically(module, module.signatures(), export_dir, overwrite)
     return export_dir
+
+
+def load_for_export(path) -> tuple:
+    """The model at `path` with its vocab file and recorded export settings.
+
+    Args:
+        path: str. A recipe's output directory (its `model.keras`), a `.keras` file, or a
+            Google checkpoint (release directory or prefix: a `BertEncoder`).
+
+    Returns:
+        (model, vocab_file, settings): the vocab is the `vocab.txt` beside the model (None if
+        there is none); settings are the keyword arguments of `export_saved_model` that the
+        recipe recorded in `export_settings.json` (text pairs, label names, casing,
+        lengths), or {}.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path) and os.path.exists(os.path.join(path, MODEL_FILE)):
+        path = os.path.join(path, MODEL_FILE)
+    if path.endswith(".keras"):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: not found")
+        model = keras.saving.load_model(path)
+        directory = os.path.dirname(os.path.abspath(path))
+    else:
+        model = BertEncoder.from_google_checkpoint(path)
+        directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    vocab_file = os.path.join(directory, "vocab.txt")
+    settings_file = os.path.join(directory, EXPORT_SETTINGS_FILE)
+    settings = {}
+    if os.path.exists(settings_file):
+        with open(settings_file, encoding="utf-8") as f:
+            settings = json.load(f)
+    return model, vocab_file if os.path.exists(vocab_file) else None, settings
 
 
 def _task_of(model):

@@ -104,7 +104,8 @@ class BertClassifier(keras.Model):
             self.optimizer.build(self.trainable_variables)
 
     @classmethod
-    def from_google_checkpoint(cls, path, num_classes, config=None, dropout=0.1, **kwargs):
+    def from_google_checkpoint(cls, path, num_classes, config=None, dropout=0.1,
+                               **kwargs) -> "BertClassifier":
         """Builds the classifier on an encoder loaded from a Google checkpoint.
 
         A pretrained release gives a fresh head. A checkpoint written by Google's

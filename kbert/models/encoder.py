@@ -174,12 +174,12 @@ class BertEncoder(keras.Model):
         return BertConfig.from_encoder_kwargs(self.get_config())
 
     @classmethod
-    def from_config_file(cls, path, **kwargs):
+    def from_config_file(cls, path, **kwargs) -> "BertEncoder":
         """Builds an untrained encoder from a `bert_config.json`."""
         return cls(**BertConfig.from_json_file(path).encoder_kwargs(), **kwargs)
 
     @classmethod
-    def from_google_checkpoint(cls, path, config=None, **kwargs):
+    def from_google_checkpoint(cls, path, config=None, **kwargs) -> "BertEncoder":
         """Builds the encoder and loads an original Google checkpoint.
 
         Args:

@@ -135,7 +135,8 @@ class BertSpanLabeler(keras.Model):
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     @classmethod
-    def from_google_checkpoint(cls, path, allow_null=False, config=None, **kwargs):
+    def from_google_checkpoint(cls, path, allow_null=False, config=None,
+                               **kwargs) -> "BertSpanLabeler":
         """Builds the span labeler on an encoder loaded from a Google checkpoint.
 
         A pretrained release gives a fresh head; a checkpoint written by Google's

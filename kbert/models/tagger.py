@@ -148,7 +148,7 @@ class BertTokenClassifier(keras.Model):
 
     @classmethod
     def from_google_checkpoint(cls, path, num_labels, use_crf=False, config=None, dropout=0.1,
-                               **kwargs):
+                               **kwargs) -> "BertTokenClassifier":
         """Builds the tagger on an encoder loaded from a Google checkpoint.
 
         A pretrained release gives a fresh head; a checkpoint that kbert wrote for a tagger

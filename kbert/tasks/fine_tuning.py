@@ -1,15 +1,345 @@
-"""What every fine-tuning recipe does around `model.fit`: compile with BERT's AdamW, callbacks."""
+"""The skeleton every fine-tuning recipe shares: config, start point, checks, fit and record.
 
+A recipe (`kbert.tasks.glue`, `ner`, `squad`) is a reader, a head and a metric; the rest is here:
+
+    FineTuningConfig   the settings every run has (checkpoint, vocab, casing, lengths, batch
+                       sizes, schedule, seed, strategy, precision, output dir).
+    resolve_init       `init_checkpoint` -> what to load and the vocab that goes with it.
+    validate_inputs    files exist and parse, lengths fit the model, casing matches the vocab
+                       (`kbert.tasks.casing`), the output dir is writable: before any training.
+    (`kbert.tasks.run_manifest` resumes only the same run and never silently overwrites.)
+    fit_and_record     compile, fit (resumable, TensorBoard, CSV log), keep the best epoch by
+                       the dev metric, write train_results.json.
+    write_outputs      the output layout every recipe shares:
+
+        model.keras              weights and config only (no optimizer state)
+        vocab.txt (+ added_tokens.txt), bert_config.json
+        export_settings.json     what `tools/export_saved_model.py --model=OUTPUT_DIR` needs
+        eval_results.txt/.json   `write_eval_results`; predictions beside them
+        training_log.csv, logs/  per-epoch scores (CSV and TensorBoard)
+        train_results.json, run_manifest.json; backup/ while training
+"""
+
+import dataclasses
+import importlib.metadata
 import importlib.util
+import json
 import os
+import shutil
 import time
+import typing
 
 import keras
+import numpy as np
 from absl import logging
 
+from kbert import io
+from kbert.checkpoints import tf1
+from kbert.config import BertConfig
+from kbert.tasks import casing
+from kbert.tasks import distribution
 from kbert.tasks import optimization
+from kbert.tokenization import vocab as vocab_lib
 
+MODEL_FILE = "model.keras"
 BACKUP_DIR = "backup"
+LOG_DIR = "logs"
+TRAINING_LOG_FILE = "training_log.csv"
+TRAIN_RESULTS_FILE = "train_results.json"
+EVAL_RESULTS_FILE = "eval_results"  # .txt and .json
+MANIFEST_FILE = "run_manifest.json"  # see kbert.tasks.run_manifest
+EXPORT_SETTINGS_FILE = "export_settings.json"
+_BEST_FILE = "best_epoch.json"  # in backup/, beside the best epoch's weights
+_BEST_WEIGHTS = "best.weights.h5"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FineTuningConfig:
+    """What every fine-tuning run has; a recipe's config adds its data and head fields.
+
+    Args:
+        output_dir: str. Where the model, results, logs and the training backup go.
+        init_checkpoint: str. A Google checkpoint (release directory, training directory or
+            prefix) or a recipe's `.keras` model. Defaults to `output_dir/model.keras` when
+            only evaluating or predicting.
+        vocab_file: str. Defaults to the `vocab.txt` beside the checkpoint.
+        bert_config_file: str. Defaults to the `bert_config.json` beside the checkpoint.
+        do_lower_case: bool. Whether the model is uncased; checked against the checkpoint's
+            release name and its vocab (see `check_casing`). Defaults to True.
+        allow_casing_mismatch: bool. Skip that check. Defaults to False.
+        max_seq_length: int. Word pieces per input. Defaults to 128.
+        train_batch_size, eval_batch_size, predict_batch_size: int. Global batch sizes.
+            Defaults 32, 8, 8.
+        learning_rate: float. Peak AdamW learning rate. Defaults to 5e-5.
+        num_train_epochs: int. Whole epochs (Keras `fit` counts whole epochs). Defaults 3.
+        warmup_proportion: float. Fraction of training steps of linear warm-up. Defaults 0.1.
+        do_train, do_eval, do_predict: bool. Which steps to run.
+        keep_best_epoch: bool. With a dev set, the saved model is the epoch with the best dev
+            metric (else the last epoch). Defaults to True.
+        overwrite_output_dir: bool. Start over in an output dir that holds another or a
+            finished run. Defaults to False.
+        seed: int. Seeds the subset, the shuffle, dropout and the new head. Defaults 12345.
+        distribution_strategy: str or `tf.distribute.Strategy`. One of
+            `kbert.tasks.distribution.STRATEGIES`. Defaults to "one_device".
+        tpu: str. The TPU for distribution_strategy "tpu". Defaults to None.
+        mixed_precision: str. "float32", "mixed_float16" or "mixed_bfloat16".
+        jit_compile: bool. XLA-compile the train step. Batches are padded to their longest
+            example, so they come in many shapes and XLA compiles each new one, seconds each:
+            on a short fine-tuning run that costs more than it saves. Defaults to False.
+    """
+
+    output_dir: str
+    init_checkpoint: str | None = None
+    vocab_file: str | None = None
+    bert_config_file: str | None = None
+    do_lower_case: bool = True
+    allow_casing_mismatch: bool = False
+    max_seq_length: int = 128
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rate: float = 5e-5
+    num_train_epochs: int = 3
+    warmup_proportion: float = 0.1
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    keep_best_epoch: bool = True
+    overwrite_output_dir: bool = False
+    seed: int = 12345
+    distribution_strategy: object = "one_device"
+    tpu: str | None = None
+    mixed_precision: str = "float32"
+    jit_compile: bool = False
+
+    # Keras `fit` counts whole epochs; a recipe that cuts its own steps may take fractions.
+    whole_epochs: typing.ClassVar[bool] = True
+
+    def __post_init__(self):
+        distribution.check(self.distribution_strategy, self.mixed_precision)
+        if not (self.do_train or self.do_eval or self.do_predict):
+            raise ValueError("At least one of do_train, do_eval or do_predict must be set")
+        if self.num_train_epochs <= 0 or self.whole_epochs and (
+                self.num_train_epochs != int(self.num_train_epochs)):
+            raise ValueError(f"num_train_epochs must be a whole number >= 1 (Keras fit counts "
+                             f"epochs), got {self.num_train_epochs}")
+        if not 0 <= self.warmup_proportion <= 1:
+            raise ValueError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
+        if self.max_seq_length < 3:
+            raise ValueError(f"max_seq_length must be >= 3, got {self.max_seq_length}")
+
+    def model_path(self):
+        """`init_checkpoint`, or `output_dir/model.keras` when not training."""
+        if self.init_checkpoint is not None:
+            return self.init_checkpoint
+        if self.do_train:
+            raise ValueError("init_checkpoint is required to train (a Google checkpoint)")
+        return os.path.join(self.output_dir, MODEL_FILE)
+
+
+def run_with_strategy(config, run):
+    """`run(config, strategy)` in the config's strategy scope and mixed-precision policy.
+
+    The strategy is made first: a multi-worker strategy must exist before TensorFlow runs an op.
+    """
+    strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
+    with distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
+        return run(config, strategy)
+
+
+@dataclasses.dataclass(frozen=True)
+class InitSource:
+    """What `init_checkpoint` names, resolved.
+
+    Attributes:
+        path: str. The `.keras` file or the Google checkpoint path as given.
+        is_keras: bool. A `.keras` model (else a Google checkpoint).
+        vocab_file: str. The vocab to tokenize with.
+        bert_config: `BertConfig`, or None for a `.keras` model (its encoder holds it).
+        checkpoint_file: str. The file that fingerprints the weights: the `.keras` file or
+            the checkpoint's `.index`.
+    """
+
+    path: str
+    is_keras: bool
+    vocab_file: str
+    bert_config: BertConfig | None
+    checkpoint_file: str
+
+
+def resolve_init(path, vocab_file=None, bert_config_file=None):
+    """Resolves a start point: a `.keras` model or a Google checkpoint, and its vocab.
+
+    Args:
+        path: str. A `.keras` file, or a Google release directory, training directory or
+            checkpoint prefix.
+        vocab_file: str. Defaults to the `vocab.txt` beside `path`.
+        bert_config_file: str. Defaults to the `bert_config.json` beside the checkpoint.
+
+    Returns:
+        `InitSource`.
+    """
+    if path.endswith(".keras"):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: not found; train first or pass init_checkpoint")
+        beside = os.path.join(os.path.dirname(os.path.abspath(path)), tf1.VOCAB_FILE)
+        vocab_file = vocab_file or (beside if os.path.exists(beside) else None)
+        config, checkpoint_file = None, path
+    else:
+        checkpoint = tf1.GoogleCheckpoint.open(path, bert_config_file)
+        vocab_file = vocab_file or checkpoint.vocab_file
+        config, checkpoint_file = checkpoint.config, checkpoint.prefix + ".index"
+    if vocab_file is None:
+        raise ValueError(f"no {tf1.VOCAB_FILE} beside {path}; pass vocab_file")
+    return InitSource(path, path.endswith(".keras"), vocab_file, config, checkpoint_file)
+
+
+def load_keras_model(path, expected_type, mixed_precision="float32"):
+    """Loads a recipe's `.keras` model in `mixed_precision`; checks it is `expected_type`."""
+    model = distribution.load_model(path, mixed_precision)
+    if not isinstance(model, expected_type):
+        raise ValueError(f"{path}: expected a {expected_type.__name__}, got "
+                         f"{type(model).__name__}")
+    return model
+
+
+def validate_inputs(config, source, data_files=()):
+    """Checks everything a run needs before any training; raises on the first problem.
+
+    Args:
+        config: `FineTuningConfig`.
+        source: `InitSource` of the model, or None when it is only known after training.
+        data_files: sequence of (name, path): the files the steps asked for, e.g.
+            `("dev_file", "data/dev.tsv")`.
+    """
+    for name, path in data_files:
+        if not path:
+            raise ValueError(f"{name} is required by the steps asked for")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: not found ({name})")
+    if source is not None:
+        vocab = vocab_lib.load_vocab(source.vocab_file)  # raises on a malformed file
+        if source.bert_config is not None:
+            bert_config = source.bert_config
+            vocab_lib.check_vocab_size(vocab, bert_config.vocab_size, source.path)
+            if config.max_seq_length > bert_config.max_position_embeddings:
+                raise ValueError(
+                    f"max_seq_length={config.max_seq_length} is longer than the model's "
+                    f"max_position_embeddings={bert_config.max_position_embeddings}")
+        if not config.allow_casing_mismatch:
+            casing.check_casing(config.do_lower_case, source.vocab_file, source.path)
+    os.makedirs(config.output_dir, exist_ok=True)
+    if not os.access(config.output_dir, os.W_OK):
+        raise PermissionError(f"{config.output_dir}: output_dir is not writable")
+
+
+def check_loaded_model(config, model, source):
+    """For `.keras` start points, known only once loaded: the vocab has one token per
+    embedding row and `max_seq_length` fits the position table."""
+    vocab_lib.check_vocab_size(source.vocab_file, model.bert_config.vocab_size, source.path)
+    positions = model.bert_config.max_position_embeddings
+    if config.max_seq_length > positions:
+        raise ValueError(f"max_seq_length={config.max_seq_length} is longer than the model's "
+                         f"max_position_embeddings={positions}")
+
+
+# ----------------------------------------------------------------------------- fit and record
+
+
+class DevScores(keras.callbacks.Callback):
+    """Scores the dev set at the end of every epoch and adds `dev_<score>` to the logs.
+
+    The outputs of the last scored epoch are kept, so the final evaluation of a model that
+    ends with that epoch's weights need not predict the dev set again.
+
+    Args:
+        score_fn: callable. `score_fn(model)` -> (dict of score name -> float, outputs).
+        metric: str. The score that picks the best epoch, e.g. "f1".
+    """
+
+    def __init__(self, score_fn, metric):
+        super().__init__()
+        self.score_fn, self.metric = score_fn, metric
+        self.last = None  # (epoch, outputs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        scores, outputs = self.score_fn(self.model)
+        self.last = (epoch + 1, outputs)
+        if logs is not None:
+            # Scores only: counts such as "examples" are no per-epoch log column.
+            logs.update({f"dev_{k}": v for k, v in scores.items() if isinstance(v, float)})
+        logging.info("epoch %d dev: %s", epoch + 1, _brief(scores))
+
+    def outputs_of(self, epoch):
+        """The dev outputs of `epoch` (1-based) if it was the last one scored, else None."""
+        return self.last[1] if self.last is not None and self.last[0] == epoch else None
+
+
+class BestEpoch(keras.callbacks.Callback):
+    """Keeps the weights of the epoch with the highest `monitor` in `backup/`, across restarts.
+
+    Args:
+        backup_dir: str. Where the best weights and their epoch are kept.
+        monitor: str. The epoch-log key to maximise, e.g. "dev_f1".
+    """
+
+    def __init__(self, backup_dir, monitor):
+        super().__init__()
+        self.backup_dir, self.monitor = backup_dir, monitor
+        self.best = read_json(os.path.join(backup_dir, _BEST_FILE)) or None
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        if value is None or self.best is not None and value <= self.best["value"]:
+            return
+        os.makedirs(self.backup_dir, exist_ok=True)
+        self.model.save_weights(os.path.join(self.backup_dir, _BEST_WEIGHTS))
+        self.best = {"epoch": epoch + 1, "value": float(value)}
+        write_json(os.path.join(self.backup_dir, _BEST_FILE), self.best)
+
+    def restore(self):
+        """Loads the best epoch's weights; returns {"epoch", "value"} or None."""
+        if self.best is not None:
+            self.model.load_weights(os.path.join(self.backup_dir, _BEST_WEIGHTS))
+        return self.best
+
+
+class _Restored(keras.callbacks.Callback):
+    """Logs what `BackupAndRestore` (just before it) restored."""
+
+    def on_train_begin(self, logs=None):
+        step = distribution.global_step(self.model)
+        if step:
+            logging.info("restored from backup: epoch %d finished, global step %d",
+                         getattr(self.model, "_initial_epoch", 0), step)
+
+
+class _TrainingLog(keras.callbacks.CSVLogger):
+    """`CSVLogger` with the columns of the logs only.
+
+    Keras adds a `val_<name>` twin of every column when the first epoch has no validation
+    scores; these recipes never pass validation data (the dev set is scored as `dev_*`), so the
+    twins would hold nothing but NA.
+    """
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.keys is None:
+            self.keys = sorted(logs or {})
+        super().on_epoch_end(epoch, logs)
+
+
+def recording_callbacks(output_dir):
+    """The per-epoch records every recipe keeps: `training_log.csv` and, when tensorboard is
+    installed, TensorBoard logs in `logs/`."""
+    os.makedirs(output_dir, exist_ok=True)
+    found = [_TrainingLog(os.path.join(output_dir, TRAINING_LOG_FILE), append=True)]
+    if importlib.util.find_spec("tensorboard") is not None:
+        found.append(keras.callbacks.TensorBoard(os.path.join(output_dir, LOG_DIR),
+                                                 write_graph=False))
+    else:
+        logging.warning("tensorboard is not installed: no TensorBoard logs (%s has the "
+                        "per-epoch loss)", TRAINING_LOG_FILE)
+    return found
 
 
 def compile_model(model, config, num_train_steps):
@@ -17,7 +347,7 @@ def compile_model(model, config, num_train_steps):
 
     Args:
         model: the task model.
-        config: a recipe config with `learning_rate`, `warmup_proportion` and `jit_compile`.
+        config: a config with `learning_rate`, `warmup_proportion` and `jit_compile`.
         num_train_steps: int. Steps of the whole run.
     """
     with model.distribute_strategy.scope():  # optimizer variables beside the model's
@@ -28,27 +358,162 @@ def compile_model(model, config, num_train_steps):
         model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
 
 
-def callbacks(output_dir, model_file):
-    """Resumable-run callbacks, and the list of epoch durations (s) they fill in.
+def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, stats=None):
+    """Trains `model` for `config.num_train_epochs`, resumably, and records the run.
 
-    `BackupAndRestore` (an interrupted run restarts at its last finished epoch),
-    `ModelCheckpoint` to `output_dir/model_file`, `CSVLogger` (`training_log.csv`) and, when
-    tensorboard is installed, `TensorBoard` logs in `output_dir/logs`.
+    Callbacks: `BackupAndRestore` in `output_dir/backup` (an interrupted run restarts at its
+    last finished epoch), `CSVLogger` (`training_log.csv`), TensorBoard in `logs/` when
+    tensorboard is installed, and with `dev_scores` the dev scores of every epoch; with
+    `config.keep_best_epoch` the model ends with the weights of the best epoch by them.
+
+    Args:
+        model: a compiled-or-not task model (it is compiled here).
+        dataset: `tf.data.Dataset` of (inputs, targets), shuffled by itself (seeded).
+        steps_per_epoch: int.
+        config: `FineTuningConfig`.
+        dev_scores: `DevScores` or None.
+        stats: dict. More entries for train_results.json (examples, ...).
+
+    Returns:
+        dict: what train_results.json holds.
     """
+    epochs = int(config.num_train_epochs)
+    compile_model(model, config, steps_per_epoch * epochs)
+    out = config.output_dir
+    backup_dir = os.path.join(out, BACKUP_DIR)
     epoch_seconds = []
-    found = [
+    best = BestEpoch(backup_dir, f"dev_{dev_scores.metric}") if dev_scores is not None else None
+    callbacks = [
+        # First: epoch_seconds is training time, without the dev scoring.
         keras.callbacks.LambdaCallback(
             on_epoch_begin=lambda epoch, logs: epoch_seconds.append(time.perf_counter()),
             on_epoch_end=lambda epoch, logs: epoch_seconds.append(
                 time.perf_counter() - epoch_seconds.pop())),
-        keras.callbacks.BackupAndRestore(os.path.join(output_dir, BACKUP_DIR)),
-        keras.callbacks.ModelCheckpoint(os.path.join(output_dir, model_file)),
-        keras.callbacks.CSVLogger(os.path.join(output_dir, "training_log.csv"), append=True),
+        # Then the dev scores, so that BestEpoch and the loggers see them.
+        *([dev_scores, best] if best is not None else []),
+        # After BestEpoch: a backup of epoch N always comes with the best of epochs 1..N.
+        # Kept at the end (delete_checkpoint=False): the best epoch's weights are in there.
+        keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False),
+        _Restored(),
+        *recording_callbacks(out),
     ]
-    if importlib.util.find_spec("tensorboard") is not None:
-        found.append(keras.callbacks.TensorBoard(os.path.join(output_dir, "logs"),
-                                                 write_graph=False))
-    else:
-        logging.warning("tensorboard is not installed: no TensorBoard logs (training_log.csv "
-                        "has the per-epoch loss)")
-    return found, epoch_seconds
+    start = time.perf_counter()
+    history = model.fit(dataset, epochs=epochs, callbacks=callbacks, verbose=2,
+                        shuffle=False)  # the dataset shuffles itself, seeded
+    seconds = time.perf_counter() - start
+    epochs_run = len(history.epoch)  # fewer than `epochs` when resumed from a backup
+    result = {
+        **(stats or {}), "epochs": epochs, "epochs_this_run": epochs_run,
+        "steps": distribution.global_step(model), "seconds": round(seconds, 2),
+        "epoch_seconds": [round(t, 2) for t in epoch_seconds],
+        "final_loss": float(history.history["loss"][-1]) if epochs_run else None,
+    }
+    if "examples" in result and seconds:
+        result["examples_per_second"] = round(result["examples"] * epochs_run / seconds, 2)
+    if best is not None:
+        dev_metric = result["dev_metric"] = dev_scores.metric
+        result["kept"] = "best" if config.keep_best_epoch else "last"
+        if best.best is not None:
+            result["best_epoch"], result[f"best_dev_{dev_metric}"] = (best.best["epoch"],
+                                                                      best.best["value"])
+        if config.keep_best_epoch and best.restore() is not None:
+            logging.info("keeping epoch %d of %d (best dev %s %.4f)", best.best["epoch"],
+                         epochs, dev_metric, best.best["value"])
+        result["kept_epoch"] = (result.get("best_epoch", epochs) if config.keep_best_epoch
+                                else epochs)
+    shutil.rmtree(backup_dir, ignore_errors=True)
+    write_json(os.path.join(out, TRAIN_RESULTS_FILE), result)
+    logging.info("Training done: %s", _brief(result))
+    return result
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+def write_outputs(output_dir, model, vocab_file, export_settings):
+    """The shared output layout: model.keras, vocab.txt (+ added_tokens.txt),
+    bert_config.json and export_settings.json (keyword arguments of `export_saved_model`)."""
+    save_model(model, os.path.join(output_dir, MODEL_FILE))
+    io.copy_file(vocab_file, os.path.join(output_dir, tf1.VOCAB_FILE))
+    added = os.path.join(os.path.dirname(os.path.abspath(vocab_file)),
+                         vocab_lib.ADDED_TOKENS_FILE)
+    if os.path.exists(added):
+        io.copy_file(added, os.path.join(output_dir, vocab_lib.ADDED_TOKENS_FILE))
+    with io.atomic_write(os.path.join(output_dir, tf1.CONFIG_FILE)) as f:
+        f.write(model.bert_config.to_json_string())
+    write_json(os.path.join(output_dir, EXPORT_SETTINGS_FILE), export_settings)
+
+
+def read_export_settings(model_path):
+    """The `export_settings.json` beside a recipe's `model.keras`, or {} if there is none."""
+    return read_json(os.path.join(os.path.dirname(os.path.abspath(model_path)),
+                                   EXPORT_SETTINGS_FILE))
+
+
+def save_model(model, path):
+    """Saves `model` to `path` atomically, with its weights and config but no optimizer."""
+    if getattr(model, "optimizer", None) is not None:
+        # A fresh copy has no optimizer: its state stays in the backup, not in model.keras.
+        with model.distribute_strategy.scope():
+            copy = type(model).from_config(model.get_config())
+        copy.set_weights(model.get_weights())
+        model = copy
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)),
+                       f".tmp-{os.getpid()}-{os.path.basename(path)}")
+    model.save(tmp)
+    os.replace(tmp, path)
+
+
+def write_eval_results(output_dir, results, global_step, flat=None, **extra):
+    """Writes eval_results.txt (`split_metric = value` lines) and eval_results.json.
+
+    Args:
+        output_dir: str.
+        results: dict of split -> dict of scores (nested dicts allowed in the JSON).
+        global_step: int or None. Training steps of the model scored.
+        flat: dict of `split_metric` -> value for the .txt; defaults to every number of
+            `results`.
+        **extra: more top-level entries (task, kept epoch, ...), in both files.
+    """
+    if flat is None:
+        flat = {f"{split}_{name}": value for split, scores in results.items()
+                for name, value in scores.items() if not isinstance(value, (dict, list))}
+    flat = {**flat, **{k: v for k, v in extra.items() if not isinstance(v, (dict, list))},
+            "global_step": global_step}
+    with io.atomic_write(os.path.join(output_dir, EVAL_RESULTS_FILE + ".txt")) as f:
+        f.writelines(f"{key} = {flat[key]}\n" for key in sorted(flat))
+    write_json(os.path.join(output_dir, EVAL_RESULTS_FILE + ".json"),
+                {**extra, "global_step": global_step, **results})
+
+
+def kept_epoch_summary(train_results):
+    """The entries eval_results gets about which epoch's model was scored."""
+    if not train_results or "kept" not in train_results:
+        return {}
+    return {k: train_results[k] for k in ("kept", "kept_epoch", "best_epoch", "dev_metric")
+            if k in train_results}
+
+
+def read_json(path):
+    """The JSON object in `path`, or {} when there is no such file."""
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_json(path, content):
+    """Writes `content` as indented JSON, atomically."""
+    with io.atomic_write(path) as f:
+        f.write(json.dumps(content, indent=2, default=_plain) + "\n")
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def _brief(scores):
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in scores.items() if not isinstance(v, (dict, list)))

@@ -1,167 +1,202 @@
-"""GLUE fine-tuning with `model.fit`: build -> compile -> fit -> evaluate -> predict -> write.
+"""Sentence (pair) classification and regression: GLUE tasks, or a user's own files.
 
-The recipe of Google's run_classifier.py on Keras parts: a `BertClassifier` from a Google
-checkpoint, BERT's AdamW (`create_optimizer`), length-bucketed tf.data input, and Keras
-callbacks for what the Estimator did: `BackupAndRestore` (an interrupted run resumes from its
-last finished epoch), `ModelCheckpoint` (`model.keras` after every epoch) and `TensorBoard`.
+The recipe of Google's run_classifier.py on the shared skeleton (`kbert.tasks.fine_tuning`):
+a `BertClassifier` from a Google checkpoint, length-bucketed batches (`kbert.data.pipeline`),
+and the task's official metric (`kbert.tasks.metrics`), which also picks the best epoch.
 
-Files written to `output_dir`, each atomically (temporary name, then rename):
-    eval_results.txt   Google's "key = value" lines, e.g. `dev_accuracy = 0.86`.
-    eval_results.json  the same, nested by split.
-    train_results.json steps, epochs, seconds and examples per second of the fit.
-    <TASK>.tsv         test predictions in the GLUE server's format: `index<TAB>prediction`
-                       (MNLI-m.tsv and MNLI-mm.tsv for MNLI, AX.tsv for the diagnostic set).
-    model.keras        the fine-tuned classifier; `backup/` while training.
-    training_log.csv   per-epoch loss and accuracy; `logs/` the same for TensorBoard (when
-                       the tensorboard package is installed).
+Data is either a GLUE task directory (`task_name`, `data_dir`) or a user's `.csv`, `.tsv` or
+`.jsonl` files (`train_file`, `dev_file`, `test_file`) read by column name
+(`kbert.data.glue.read_examples`).
 
-Runs on one device or several (`distribution_strategy`), in mixed precision if asked; see
-`kbert.tasks.distribution`. The batch sizes are global: split over the replicas.
+Files written to `output_dir` besides the shared layout of `kbert.tasks.fine_tuning`:
+    <TASK>.tsv              test predictions in the GLUE server's format: `index<TAB>prediction`
+                            (MNLI-m.tsv and MNLI-mm.tsv for MNLI, AX.tsv for the diagnostic
+                            set; test_predictions.tsv for own data).
+    <dev split>_predictions.tsv  index, text_a, (text_b,) gold, predicted and the
+                            probability of each class (or the score, for regression).
 """
 
 import dataclasses
-import json
 import math
 import os
-import time
 
 import keras
 import numpy as np
 from absl import logging
 
 from kbert import io
-from kbert.checkpoints import tf1
 from kbert.data import glue
 from kbert.data import pipeline
 from kbert.models.classifier import BertClassifier
 from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import metrics
+from kbert.tasks import run_manifest
 from kbert.tokenization import BertPreprocessor
-from kbert.tokenization.vocab import check_vocab_size
 
-MODEL_FILE = "model.keras"
+OWN_TASK = "own"  # `TaskSpec.name` of a user's own data
+# The score of each metric that picks the best epoch.
+PRIMARY_SCORE = {"accuracy": "accuracy", "f1_accuracy": "accuracy_and_f1",
+                 "matthews_corrcoef": "matthews_corrcoef", "pearson_spearman": "correlation"}
 
 
-@dataclasses.dataclass(frozen=True)
-class GlueConfig:
-    """One fine-tuning run, with the flag names and defaults of Google's run_classifier.py.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GlueConfig(fine_tuning.FineTuningConfig):
+    """One classification run: the shared settings (`FineTuningConfig`) plus its data.
 
     Args:
-        task_name: str. A GLUE task ("MRPC", "SST-2", "MNLI", ...; see `kbert.data.glue`).
+        task_name: str. A GLUE task ("MRPC", "SST-2", "MNLI", ...; see `kbert.data.glue`),
+            read from `data_dir`. None for own data.
         data_dir: str. The task's GLUE directory (`train.tsv`, `dev.tsv`, `test.tsv`).
-        output_dir: str. Where results, `model.keras`, logs and the training backup go.
-        init_checkpoint: str. A Google checkpoint (release directory or prefix; a head from
-            run_classifier.py is restored too) or a `.keras` `BertClassifier`. Defaults to
-            `output_dir/model.keras` when only evaluating or predicting.
-        vocab_file: str. Defaults to the `vocab.txt` beside the checkpoint.
-        bert_config_file: str. Defaults to the `bert_config.json` beside the checkpoint.
-        do_lower_case: bool. Whether the model is uncased. Defaults to True.
-        max_seq_length: int. Longer inputs are truncated (pairs as Google: longer side first).
-        train_batch_size, eval_batch_size, predict_batch_size: int. Defaults 32, 8, 8.
-        learning_rate: float. Peak AdamW learning rate. Defaults to 5e-5.
-        num_train_epochs: int. Whole epochs (Keras `fit` counts whole epochs). Defaults to 3.
-        warmup_proportion: float. Fraction of training steps of linear warm-up. Defaults 0.1.
-        do_train, do_eval, do_predict: bool. Which steps to run.
-        max_train_examples: int. Train on a random subset of this many examples (seeded).
-        seed: int. Seeds the subset, the shuffle, dropout and the new head. Defaults to 12345.
+        train_file, dev_file, test_file: str. Own data (`.csv`, `.tsv` with a header, or
+            `.jsonl`) instead of a GLUE task; needed by do_train, do_eval, do_predict.
+        text_a_column, text_b_column, label_column: str. Own data's columns (JSON keys).
+            Defaults "text_a", None (single texts), "label".
+        labels: tuple of str. Own data's classes in id order. Defaults to the sorted labels
+            of `train_file` (or those recorded beside a trained model).
+        regression: bool. Own data's labels are real numbers. Defaults to False.
+        max_train_examples: int. Train on a seeded random subset of this many examples.
         skip_bad_rows: bool. Skip (and log with file:line) malformed rows of the dev and test
             files instead of stopping at the first; train rows are always skipped so.
             Defaults to False.
-        distribution_strategy: str or `tf.distribute.Strategy`. One of
-            `kbert.tasks.distribution.STRATEGIES`. Defaults to "one_device".
-        tpu: str. The TPU for distribution_strategy "tpu". Defaults to None.
-        mixed_precision: str. "float32", "mixed_float16" or "mixed_bfloat16". Defaults to
-            "float32".
-        jit_compile: bool. XLA-compile the train step. Each batch is padded to its
-            longest example, so batches come in many shapes (a width per length, and the
-            smaller last batch of each bucket), and XLA compiles every new shape, seconds
-            each: on a short fine-tuning run that costs more than it saves. Defaults to False.
     """
 
-    task_name: str
-    data_dir: str
-    output_dir: str
-    init_checkpoint: str | None = None
-    vocab_file: str | None = None
-    bert_config_file: str | None = None
-    do_lower_case: bool = True
-    max_seq_length: int = 128
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_epochs: int = 3
-    warmup_proportion: float = 0.1
-    do_train: bool = False
-    do_eval: bool = False
-    do_predict: bool = False
+    task_name: str | None = None
+    data_dir: str | None = None
+    train_file: str | None = None
+    dev_file: str | None = None
+    test_file: str | None = None
+    text_a_column: str = "text_a"
+    text_b_column: str | None = None
+    label_column: str = "label"
+    labels: tuple[str, ...] | None = None
+    regression: bool = False
     max_train_examples: int | None = None
-    seed: int = 12345
     skip_bad_rows: bool = False
-    distribution_strategy: object = "one_device"
-    tpu: str | None = None
-    mixed_precision: str = "float32"
-    jit_compile: bool = False
 
     def __post_init__(self):
-        distribution.check(self.distribution_strategy, self.mixed_precision)
-        if not (self.do_train or self.do_eval or self.do_predict):
-            raise ValueError("At least one of do_train, do_eval or do_predict must be set")
-        if self.num_train_epochs != int(self.num_train_epochs) or self.num_train_epochs < 1:
-            raise ValueError(f"num_train_epochs must be a whole number >= 1 (Keras fit counts "
-                             f"epochs), got {self.num_train_epochs}; use max_train_examples "
-                             f"to train on part of the data")
-        if not 0 <= self.warmup_proportion <= 1:
-            raise ValueError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
+        super().__post_init__()
+        own = [f for f in ("train_file", "dev_file", "test_file") if getattr(self, f)]
+        if self.task_name is None:
+            if not own:
+                raise ValueError("pass task_name and data_dir (a GLUE task), or train_file / "
+                                 "dev_file / test_file (own data)")
+            if self.labels is not None and self.regression:
+                raise ValueError("labels and regression exclude each other")
+            return
+        if own:
+            raise ValueError(f"{', '.join(own)}: own data files go without task_name")
+        if not self.data_dir:
+            raise ValueError(f"task {self.task_name} needs data_dir")
         spec = glue.get_task(self.task_name)
         if self.do_train and spec.train_file is None or self.do_eval and not spec.dev_files:
             raise ValueError(f"{spec.name} can only be predicted, with a classifier fine-tuned "
-                             f"on MNLI (init_checkpoint=.../{MODEL_FILE}, do_predict only)")
+                             f"on MNLI (init_checkpoint=.../{fine_tuning.MODEL_FILE}, "
+                             f"do_predict only)")
+
+    def data_files(self, spec):
+        """(flag, path) of every file the steps asked for read."""
+        wanted = ([("train", spec.splits["train"])] if self.do_train else []) + (
+            list(spec.dev_files) if self.do_eval else []) + (
+            [(split, file) for split, file, _ in spec.test_files] if self.do_predict else [])
+        if self.task_name is None:
+            return [(f"{split}_file", file) for split, file in wanted]
+        return [(f"{split} split of data_dir", os.path.join(self.data_dir, file))
+                for split, file in wanted]
+
+    def read(self, spec, split, errors="raise"):
+        """The examples of `split` ("train", a dev or a test split)."""
+        if self.task_name is not None:
+            return glue.read_glue(self.data_dir, spec, split, errors=errors)
+        path = dict(self.data_files(spec))[f"{split}_file"]
+        return glue.read_examples(
+            path, self.text_a_column, self.text_b_column,
+            None if split == "test" else self.label_column, label_names=spec.labels,
+            regression=self.regression, errors=errors)
 
 
-def run_glue(config):
+def task_spec(config, settings=None):
+    """The `TaskSpec` of `config`: a GLUE task's, or one made for own data.
+
+    Own data's labels are `config.labels`, else the training file's, else `settings`'
+    `label_names` (the `export_settings.json` of the model to evaluate).
+    """
+    if config.task_name is not None:
+        return glue.get_task(config.task_name)
+    labels = glue.REGRESSION if config.regression else config.labels
+    if labels is None and not config.regression:
+        if config.do_train:
+            labels = glue.read_examples(config.train_file, config.text_a_column,
+                                        config.text_b_column, config.label_column,
+                                        errors="warn").label_names
+        elif settings and settings.get("label_names"):
+            labels = tuple(settings["label_names"])
+        else:
+            raise ValueError("pass labels (the classes in id order) to evaluate or predict "
+                             "own data without training")
+    labels = None if labels is None else tuple(labels)
+    metric = "pearson_spearman" if labels is None else (
+        "f1_accuracy" if len(labels) == 2 else "accuracy")
+    return glue.TaskSpec(
+        OWN_TASK, labels, metric, labelled=None, unlabelled=glue.Layout(text_a=0),
+        dev_files=(("dev", config.dev_file),) if config.dev_file else (),
+        test_files=(("test", config.test_file, "test_predictions"),) if config.test_file else (),
+        train_file=config.train_file)
+
+
+def run_glue(config: GlueConfig) -> dict:
     """Runs the steps `config` asks for and writes their results to `config.output_dir`.
 
     Returns:
         dict with "train" (fit statistics), "eval" ({split: {metric: value}}) and "predict"
         ({prediction name: path}) for the steps that ran.
     """
-    # First: a multi-worker strategy must exist before TensorFlow runs an op.
-    strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
-    with distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
-        return _run_glue(config, strategy)
+    return fine_tuning.run_with_strategy(config, _run_glue)
 
 
 def _run_glue(config, strategy):
-    spec = glue.get_task(config.task_name)
+    source = fine_tuning.resolve_init(config.model_path(), config.vocab_file,
+                                      config.bert_config_file)
+    settings = fine_tuning.read_export_settings(source.path) if source.is_keras else {}
+    spec = task_spec(config, settings)
+    fine_tuning.validate_inputs(config, source, config.data_files(spec))
+    data = read_data(config, spec)  # every file parsed before any training
     keras.utils.set_random_seed(config.seed)
-    os.makedirs(config.output_dir, exist_ok=True)
-    model, vocab_file = load_classifier(config, spec)
-    check_vocab_size(vocab_file, model.bert_config.vocab_size, config.init_checkpoint)
+    if config.do_train:
+        run_manifest.begin_training(config, run_manifest.manifest_for(
+            config, source, config.data_files(spec)))
+    model = load_classifier(config, spec, source)
     # Other workers of a multi-worker run write their copies under output_dir/worker_N.
     config = dataclasses.replace(
         config, output_dir=distribution.worker_output_dir(config.output_dir, strategy))
-    if config.do_train:  # so that output_dir/model.keras comes with its vocab
-        io.copy_file(vocab_file, os.path.join(config.output_dir, tf1.VOCAB_FILE))
+    os.makedirs(config.output_dir, exist_ok=True)
     # Unpadded: the pipeline pads each batch to its own longest example.
-    preprocessor = BertPreprocessor(vocab_file, do_lower_case=config.do_lower_case,
+    preprocessor = BertPreprocessor(source.vocab_file, do_lower_case=config.do_lower_case,
                                     max_seq_length=config.max_seq_length, pad_to_max_length=False)
-    results = {}
+    results, reusable = {}, {}
     if config.do_train:
-        results["train"] = train(model, config, spec, preprocessor)
+        results["train"], reusable = train(model, config, spec, preprocessor, data)
+        fine_tuning.write_outputs(config.output_dir, model, source.vocab_file, {
+            "do_lower_case": config.do_lower_case, "max_seq_length": config.max_seq_length,
+            "text_pair": _is_pair(config, spec), "label_names": spec.labels})
+        run_manifest.finish_training(config)
     if config.do_eval:
-        results["eval"] = {
-            split: evaluate(model, glue.read_glue(config.data_dir, spec, split,
-                                                  errors=_row_errors(config)),
-                            spec, preprocessor, config.eval_batch_size)
-            for split, _ in spec.dev_files}
-        write_eval_results(config.output_dir, spec, results["eval"],
-                           distribution.global_step(model))
+        results["eval"] = {}
+        for split, _ in spec.dev_files:
+            examples = data[split]
+            outputs = reusable.get(split)
+            if outputs is None:
+                outputs = predict(model, examples, preprocessor, config.eval_batch_size)
+            results["eval"][split] = score(spec, examples, outputs)
+            write_dev_predictions(os.path.join(config.output_dir, f"{split}_predictions.tsv"),
+                                  spec, examples, outputs)
+        fine_tuning.write_eval_results(
+            config.output_dir, results["eval"], distribution.global_step(model),
+            task=spec.name, **fine_tuning.kept_epoch_summary(results.get("train")))
     if config.do_predict:
         results["predict"] = {}
         for split, _, name in spec.test_files:
-            examples = glue.read_glue(config.data_dir, spec, split, errors=_row_errors(config))
+            examples = data[split]
             outputs = predict(model, examples, preprocessor, config.predict_batch_size)
             path = os.path.join(config.output_dir, f"{name}.tsv")
             write_predictions(path, examples.index, format_predictions(spec, outputs))
@@ -169,77 +204,65 @@ def _run_glue(config, strategy):
     return results
 
 
-def load_classifier(config, spec):
-    """The classifier to start from, and the vocab file that goes with it.
+def _is_pair(config, spec):
+    if config.task_name is None:
+        return config.text_b_column is not None
+    return (spec.labelled or spec.unlabelled).text_b is not None
 
-    A `.keras` file is loaded as is; a Google checkpoint gives a `BertClassifier` with a new
-    head (or its run_classifier.py head). Without `init_checkpoint`, evaluating or predicting
-    uses `output_dir/model.keras`, as Google's Estimator restores its `output_dir`. Models
-    are built in the current strategy scope and dtype policy (a `.keras` file is converted to
-    `config.mixed_precision`).
-    """
-    path = config.init_checkpoint
-    if path is None and not config.do_train:
-        path = os.path.join(config.output_dir, MODEL_FILE)
-    if path is None:
-        raise ValueError("init_checkpoint is required to train (a Google checkpoint)")
-    if path.endswith(".keras"):
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{path}: not found; train first or pass init_checkpoint")
-        model = distribution.load_model(path, config.mixed_precision)
-        if not isinstance(model, BertClassifier) or model.num_classes != spec.num_classes:
-            raise ValueError(f"{path}: expected a BertClassifier with {spec.num_classes} "
+
+def load_classifier(config, spec, source):
+    """The classifier to start from: a `.keras` file as is, or a Google checkpoint with a new
+    head (or its run_classifier.py head), built in the current strategy scope and policy."""
+    if source.is_keras:
+        model = fine_tuning.load_keras_model(source.path, BertClassifier, config.mixed_precision)
+        if model.num_classes != spec.num_classes:
+            raise ValueError(f"{source.path}: expected a BertClassifier with {spec.num_classes} "
                              f"outputs for {spec.name}")
-        vocab_file = config.vocab_file or _existing(os.path.join(os.path.dirname(path),
-                                                                 tf1.VOCAB_FILE))
-    else:
-        model = BertClassifier.from_google_checkpoint(path, spec.num_classes,
-                                                      config=config.bert_config_file)
-        vocab_file = config.vocab_file or tf1.GoogleCheckpoint.open(
-            path, config.bert_config_file).vocab_file
-    if vocab_file is None:
-        raise ValueError(f"no vocab.txt beside {path}; pass vocab_file")
-    return model, vocab_file
+        fine_tuning.check_loaded_model(config, model, source)
+        return model
+    return BertClassifier.from_google_checkpoint(source.path, spec.num_classes,
+                                                 config=source.bert_config)
 
 
-def _row_errors(config):
-    return "warn" if config.skip_bad_rows else "raise"
+def read_data(config, spec):
+    """{split: `Examples`} of every split the steps asked for."""
+    splits = (["train"] if config.do_train else []) + (
+        [split for split, _ in spec.dev_files] if config.do_eval else []) + (
+        [split for split, _, _ in spec.test_files] if config.do_predict else [])
+    return {split: config.read(spec, split,
+                              errors="warn" if split == "train" or config.skip_bad_rows
+                              else "raise")
+            for split in splits}
 
 
-def train(model, config, spec, preprocessor):
-    """Fine-tunes `model` on the task's train split; returns fit statistics."""
-    examples = glue.read_glue(config.data_dir, spec, "train", errors="warn")
-    examples = examples.sample(config.max_train_examples, seed=config.seed)
+def train(model, config, spec, preprocessor, data):
+    """Fine-tunes `model` on `data["train"]`; returns (fit statistics, {dev split: outputs}
+    of the kept epoch when they were computed during training)."""
+    examples = data["train"].sample(config.max_train_examples, seed=config.seed)
     tokenized = pipeline.tokenize(examples, preprocessor)
     dataset, steps = pipeline.training_dataset(
         tokenized, examples.label, config.train_batch_size, seed=config.seed)
     # Every worker shuffles alike (seeded) and keeps its part of each global batch.
     dataset = distribution.shard_by_data(dataset)
-    epochs = int(config.num_train_epochs)
-    num_train_steps = steps * epochs
-    fine_tuning.compile_model(model, config, num_train_steps)
-    out = config.output_dir
-    callbacks, epoch_seconds = fine_tuning.callbacks(out, MODEL_FILE)
+    dev_scores = None
+    if config.do_eval and config.keep_best_epoch and spec.dev_files:
+        dev = data[spec.dev_files[0][0]]  # the first dev set picks the epoch (MNLI: matched)
+
+        def score_dev(m):
+            outputs = predict(m, dev, preprocessor, config.eval_batch_size)
+            return score(spec, dev, outputs), outputs
+
+        dev_scores = fine_tuning.DevScores(score_dev, PRIMARY_SCORE[spec.metric])
     logging.info("%s: %d training examples, %d steps per epoch, %d epochs", spec.name,
-                 len(examples), steps, epochs)
-    start = time.perf_counter()
-    history = model.fit(dataset, epochs=epochs, callbacks=callbacks, verbose=2,
-                        shuffle=False)  # the dataset shuffles itself, seeded
-    seconds = time.perf_counter() - start
-    epochs_run = len(history.epoch)  # fewer than `epochs` when resumed from a backup
-    stats = {
-        "task": spec.name, "examples": len(examples), "epochs": epochs,
-        "epochs_this_run": epochs_run, "steps": distribution.global_step(model),
-        "seconds": round(seconds, 2),
-        "examples_per_second": round(len(examples) * epochs_run / seconds, 2) if seconds else None,
-        "epoch_seconds": [round(t, 2) for t in epoch_seconds],
-        "mean_tokens_per_example": float(np.mean(tokenized.lengths)),
-        "final_loss": float(history.history["loss"][-1]) if epochs_run else None,
-    }
-    with io.atomic_write(os.path.join(out, "train_results.json")) as f:
-        json.dump(stats, f, indent=2)
-    logging.info("Training done: %s", stats)
-    return stats
+                 len(examples), steps, int(config.num_train_epochs))
+    stats = fine_tuning.fit_and_record(
+        model, dataset, steps, config, dev_scores=dev_scores,
+        stats={"task": spec.name, "examples": len(examples),
+               "mean_tokens_per_example": float(np.mean(tokenized.lengths))})
+    reusable = {}
+    if dev_scores is not None and dev_scores.outputs_of(stats.get("kept_epoch")) is not None:
+        reusable[spec.dev_files[0][0]] = dev_scores.outputs_of(stats["kept_epoch"])
+    return stats, reusable
 
 
 def predict(model, examples, preprocessor, batch_size):
@@ -252,9 +275,8 @@ def predict(model, examples, preprocessor, batch_size):
     return pipeline.restore_order(model.predict(dataset, verbose=0), order)
 
 
-def evaluate(model, examples, spec, preprocessor, batch_size):
-    """The task's official metrics and the loss on labelled `examples`."""
-    outputs = predict(model, examples, preprocessor, batch_size)
+def score(spec, examples, outputs):
+    """The task's official metrics and the loss of `outputs` on labelled `examples`."""
     scores = metrics.compute(spec.metric, examples.label, outputs)
     scores["loss"] = _loss(examples.label, outputs, spec.num_classes)
     scores["examples"] = len(examples)
@@ -276,19 +298,30 @@ def write_predictions(path, index, predictions):
         f.writelines(f"{i}\t{p}\n" for i, p in zip(index, predictions, strict=True))
 
 
-def write_eval_results(output_dir, spec, results, global_step):
-    """Writes eval_results.txt (`split_metric = value` lines) and eval_results.json."""
-    flat = {f"{split}_{name}": value for split, scores in results.items()
-            for name, value in scores.items()}
-    flat["global_step"] = global_step
-    with io.atomic_write(os.path.join(output_dir, "eval_results.txt")) as f:
-        f.writelines(f"{key} = {flat[key]}\n" for key in sorted(flat))
-    with io.atomic_write(os.path.join(output_dir, "eval_results.json")) as f:
-        json.dump({"task": spec.name, "global_step": global_step, **results}, f, indent=2)
+def write_dev_predictions(path, spec, examples, outputs):
+    """Writes index, texts, gold, predicted and class probabilities (or the score) as TSV."""
+    predicted = format_predictions(spec, outputs)
+    if spec.num_classes == 1:
+        gold = [f"{value:.3f}" for value in examples.label]
+        extra_names, extra = [], [[] for _ in predicted]
+    else:
+        gold = [spec.labels[i] for i in examples.label]
+        extra_names = [f"p_{label}" for label in spec.labels]
+        extra = [[f"{p:.4f}" for p in row] for row in _softmax(outputs)]
+    texts = [examples.text_a] + ([examples.text_b] if examples.text_b is not None else [])
+    header = ["index", "text_a"] + (["text_b"] if len(texts) == 2 else []) + [
+        "gold", "predicted", *extra_names]
+    clean = lambda text: text.replace("\t", " ").replace("\n", " ")  # noqa: E731
+    with io.atomic_write(path) as f:
+        f.write("\t".join(header) + "\n")
+        for i, row in enumerate(zip(examples.index, *texts, gold, predicted, strict=True)):
+            f.write("\t".join([*map(clean, row), *extra[i]]) + "\n")
 
 
-def _existing(path):
-    return path if os.path.exists(path) else None
+def _softmax(outputs):
+    outputs = np.asarray(outputs, dtype=np.float64)
+    shifted = np.exp(outputs - outputs.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
 
 
 def _loss(labels, outputs, num_classes):

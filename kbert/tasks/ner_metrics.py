@@ -11,15 +11,9 @@ Precision = correct / predicted, recall = correct / gold, F1 = 2·P·R / (P + R)
 its denominator is 0, computed in the same order as seqeval so the floats are identical
 (`tests/tasks/test_ner_metrics.py` checks against seqeval 1.2.2). Overall scores are micro
 averages; `per_type` has each type's scores and support (its number of gold entities).
-
-`EntityF1Callback` reports these scores on a dev set at the end of every training epoch.
 """
 
 import collections
-import time
-
-import keras
-from absl import logging
 
 _PREFIXES = ("B", "I", "E", "S")
 
@@ -133,34 +127,3 @@ def flat_scores(scores, prefix=""):
         for key in ("precision", "recall", "f1", "support"):
             flat[f"{prefix}{key}_{type_}"] = values[key]
     return flat
-
-
-class EntityF1Callback(keras.callbacks.Callback):
-    """Scores entity F1 on a dev set at the end of every epoch and adds it to the logs.
-
-    Put it before `CSVLogger`, `TensorBoard` and `ModelCheckpoint` in the callback list:
-    they then see `<prefix>f1`, `<prefix>precision` and `<prefix>recall` in the epoch logs.
-
-    Args:
-        predict_fn: callable. `predict_fn(model)` -> predicted label sequences of the dev set.
-        gold: sequence of sequences of str. The dev set's gold labels.
-        prefix: str. Log key prefix. Defaults to "dev_entity_".
-    """
-
-    def __init__(self, predict_fn, gold, prefix="dev_entity_"):
-        super().__init__()
-        self.predict_fn = predict_fn
-        self.gold = gold
-        self.prefix = prefix
-        self.history = []
-
-    def on_epoch_end(self, epoch, logs=None):
-        start = time.perf_counter()
-        scores = entity_scores(self.gold, self.predict_fn(self.model))
-        self.history.append(scores)
-        summary = {f"{self.prefix}{key}": scores[key] for key in ("precision", "recall", "f1")}
-        if logs is not None:
-            logs.update(summary)
-        logging.info("epoch %d: %s (%.1f s)", epoch + 1,
-                     ", ".join(f"{k} = {v:.4f}" for k, v in summary.items()),
-                     time.perf_counter() - start)

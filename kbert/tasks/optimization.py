@@ -202,7 +202,7 @@ class AdamW(keras.optimizers.AdamW):
 
 
 def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, weight_decay=0.01,
-                     global_clipnorm=1.0, sparse_embedding_updates=False):
+                     global_clipnorm=1.0, sparse_embedding_updates=False) -> "AdamW":
     """The BERT optimizer, as Google's optimization.py `create_optimizer`.
 
     Args:

@@ -13,6 +13,7 @@ function of (seed, step), so a resumed run sees the batches it would have seen.
 asked; see `kbert.tasks.distribution`. The batch sizes are global: split over the replicas.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -24,23 +25,20 @@ import tensorflow as tf
 from absl import logging
 
 from kbert import io
+from kbert.data import pipeline
 from kbert.data import squad as squad_data
 from kbert.models.encoder import BertEncoder
 from kbert.models.span_labeler import MASKED_LOGIT
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.tasks import distribution
+from kbert.tasks import fine_tuning
 from kbert.tasks import optimization
+from kbert.tasks import run_manifest
 from kbert.tasks import squad_metrics
 from kbert.tasks import squad_postprocess
 from kbert.tokenization.tokenizer import FullTokenizer
-from kbert.tokenization.vocab import check_vocab_size
 
-MODEL_FILE = "span_labeler.keras"
-BACKUP_DIR = "backup"
-TRAIN_RESULTS_FILE = "train_results.json"
-EVAL_RESULTS_FILE = "eval_results.json"
-_POOL_BATCHES = 64  # batches per length-sorted pool
-_WIDTH_MULTIPLE = 16  # batch widths are rounded up to this, to bound retracing
+BACKUP_DIR = fine_tuning.BACKUP_DIR
 
 
 def build_model(init_checkpoint=None, bert_config_file=None, allow_null=False,
@@ -76,9 +74,8 @@ def build_model(init_checkpoint=None, bert_config_file=None, allow_null=False,
 def training_batches(features, batch_size, seed=0, start_step=0, group_by_length=True):
     """Endless (inputs, targets) batches of training windows, from global step `start_step`.
 
-    Each epoch is a permutation drawn from `seed` and the epoch number; the last partial batch
-    is dropped, as Google's. With `group_by_length`, pools of 64 batches are sorted by window
-    length before they are cut into batches, and the batches are shuffled again.
+    `kbert.data.pipeline.resumable_batches` over the windows: the data order is a function of
+    (seed, step); pools of 64 batches sorted by length with `group_by_length`.
 
     Yields:
         (dict of int32 [batch, width] model inputs, dict of int32 [batch] `start_logits` and
@@ -86,33 +83,12 @@ def training_batches(features, batch_size, seed=0, start_step=0, group_by_length
     """
     if features.start_positions is None:
         raise ValueError("features have no labels; featurize with is_training=True")
-    lengths = features.padding_mask.sum(axis=1)
-    steps_per_epoch = len(features) // batch_size
-    if steps_per_epoch < 1:
+    if len(features) < batch_size:
         raise ValueError(f"{len(features)} training windows make no batch of {batch_size}")
-    epoch, skip = divmod(start_step, steps_per_epoch)
-    while True:
-        rng = np.random.default_rng([seed, epoch])
-        order = rng.permutation(len(features))[:steps_per_epoch * batch_size]
-        if group_by_length:
-            pool = _POOL_BATCHES * batch_size
-            for i in range(0, len(order), pool):
-                order[i:i + pool] = order[i:i + pool][np.argsort(lengths[order[i:i + pool]],
-                                                                 kind="stable")]
-        batches = order.reshape(steps_per_epoch, batch_size)
-        if group_by_length:
-            batches = batches[rng.permutation(steps_per_epoch)]
-        for rows in batches[skip:]:
-            inputs, _ = _batch_inputs(features, rows, lengths)
-            yield inputs, {"start_logits": features.start_positions[rows],
-                           "end_logits": features.end_positions[rows]}
-        epoch, skip = epoch + 1, 0
-
-
-def _batch_inputs(features, rows, lengths):
-    seq = features.token_ids.shape[1]
-    width = min(seq, -(-int(lengths[rows].max()) // _WIDTH_MULTIPLE) * _WIDTH_MULTIPLE)
-    return {name: array[rows, :width] for name, array in features.inputs().items()}, width
+    return pipeline.resumable_batches(
+        features.inputs(), {"start_logits": features.start_positions,
+                            "end_logits": features.end_positions},
+        features.padding_mask.sum(axis=1), batch_size, seed, start_step, group_by_length)
 
 
 def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
@@ -177,7 +153,8 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
     extra = [_StepLogger(log_every_steps, batch_size)] if log_every_steps else []
     history = model.fit(dataset, epochs=parts, steps_per_epoch=steps_per_part,
                         initial_epoch=start // steps_per_part,
-                        callbacks=[backup, *extra, *callbacks], verbose=verbose,
+                        callbacks=[backup, *extra, *fine_tuning.recording_callbacks(output_dir),
+                                   *callbacks], verbose=verbose,
                         shuffle=False)  # the stream is already shuffled
     losses = history.history.get("loss") or [float("nan")]
     return {"steps": total, "steps_per_part": steps_per_part, "start_step": start,
@@ -208,7 +185,7 @@ def predict_logits(model, features, batch_size=8):
     """
     lengths = features.padding_mask.sum(axis=1)
     shape = features.token_ids.shape
-    widths = np.minimum(shape[1], -(-lengths // _WIDTH_MULTIPLE) * _WIDTH_MULTIPLE)
+    widths = np.array([pipeline.padded_width(int(n), shape[1]) for n in lengths])
     start = np.full(shape, MASKED_LOGIT, np.float32)
     end = np.full(shape, MASKED_LOGIT, np.float32)
     for width in np.unique(widths):
@@ -222,135 +199,158 @@ def predict_logits(model, features, batch_size=8):
     return start, end
 
 
-def run_squad(output_dir, vocab_file=None, *, train_file=None, predict_file=None,
-              init_checkpoint=None, bert_config_file=None, do_lower_case=True,
-              max_seq_length=384, doc_stride=128, max_query_length=64, max_answer_length=30,
-              n_best_size=20, version_2_with_negative=False, null_score_diff_threshold=0.0,
-              train_batch_size=32, predict_batch_size=8, learning_rate=5e-5,
-              num_train_epochs=3.0, warmup_proportion=0.1, save_checkpoints_steps=1000,
-              seed=12345, distribution_strategy="one_device", tpu=None,
-              mixed_precision="float32", jit_compile=False):
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SquadConfig(fine_tuning.FineTuningConfig):
+    """One SQuAD run: the shared settings (`FineTuningConfig`) plus Google's run_squad.py flags.
+
+    `do_train` trains on `train_file`; `do_predict` predicts `predict_file` and scores it when
+    it has answers. Without `init_checkpoint`, `bert_config_file` starts a model from scratch.
+
+    Args:
+        train_file, predict_file: str. SQuAD JSON files.
+        doc_stride: int. Pieces between window starts. Defaults to 128.
+        max_query_length: int. Questions are cut to this many pieces. Defaults to 64.
+        max_answer_length: int. Longest answer, in pieces. Defaults to 30.
+        n_best_size: int. Answers kept per question. Defaults to 20.
+        version_2_with_negative: bool. SQuAD 2.0 (unanswerable questions). Defaults False.
+        null_score_diff_threshold: float. Predict "" above this. Defaults to 0.0.
+        save_checkpoints_steps: int. Most steps between backups. Defaults to 1000.
+        max_seq_length: int. Window length in pieces. Defaults to 384.
+        num_train_epochs: float. Passes over the training windows (fractions allowed).
+    """
+
+    whole_epochs = False
+
+    train_file: str | None = None
+    predict_file: str | None = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    n_best_size: int = 20
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    save_checkpoints_steps: int = 1000
+    max_seq_length: int = 384
+    num_train_epochs: float = 3.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.do_eval:
+            raise ValueError("SQuAD has no do_eval: do_predict scores predict_file when it "
+                             "has answers")
+        if self.max_seq_length <= self.max_query_length + 3:
+            raise ValueError(f"max_seq_length ({self.max_seq_length}) must be greater than "
+                             f"max_query_length ({self.max_query_length}) + 3")
+
+    def data_files(self):
+        """(flag, path) of every file the steps asked for read."""
+        return [(name, getattr(self, name)) for name, wanted in (
+            ("train_file", self.do_train), ("predict_file", self.do_predict)) if wanted]
+
+    def model_path(self):
+        """`init_checkpoint`; when only predicting, `output_dir/model.keras`; None to train
+        a model from scratch (`bert_config_file`)."""
+        if self.init_checkpoint is None and self.do_train:
+            if not self.bert_config_file:
+                raise ValueError("pass init_checkpoint, or bert_config_file for a model from "
+                                 "scratch")
+            return None
+        return super().model_path()
+
+
+def run_squad(config: SquadConfig) -> dict:
     """Google's run_squad.py as a function: train on `train_file`, predict `predict_file`.
 
-    Writes to `output_dir`: `span_labeler.keras` and `train_results.json` after training;
+    Writes the shared output layout of `kbert.tasks.fine_tuning` after training;
     `predictions.json`, `nbest_predictions.json` (and `null_odds.json` for SQuAD 2.0) after
-    predicting; `eval_results.json` when `predict_file` has answers (official EM/F1).
-    Arguments are those of Google's flags, plus `seed` (data order and head init) and the
-    settings of `kbert.tasks.distribution`: `distribution_strategy`, `tpu`, `mixed_precision`
-    and `jit_compile` (XLA, compiled once per batch width). To only predict,
-    `init_checkpoint` defaults to the `span_labeler.keras` of `output_dir`.
+    predicting; `eval_results.txt/.json` when `predict_file` has answers (official EM/F1).
 
     Returns:
         dict with "train" and/or "eval" results.
     """
-    if not train_file and not predict_file:
-        raise ValueError("nothing to do: pass train_file and/or predict_file")
-    if max_seq_length <= max_query_length + 3:
-        raise ValueError(f"max_seq_length ({max_seq_length}) must be greater than "
-                         f"max_query_length ({max_query_length}) + 3")
-    distribution.check(distribution_strategy, mixed_precision)
-    # Before any TensorFlow op: a multi-worker strategy configures TensorFlow at startup.
-    strategy = distribution.make_strategy(distribution_strategy, tpu)
-    with distribution.mixed_precision_scope(mixed_precision), strategy.scope():
-        return _run_squad(
-            output_dir, vocab_file, strategy, train_file=train_file, predict_file=predict_file,
-            init_checkpoint=init_checkpoint, bert_config_file=bert_config_file,
-            do_lower_case=do_lower_case, max_seq_length=max_seq_length, doc_stride=doc_stride,
-            max_query_length=max_query_length, max_answer_length=max_answer_length,
-            n_best_size=n_best_size, version_2_with_negative=version_2_with_negative,
-            null_score_diff_threshold=null_score_diff_threshold,
-            train_batch_size=train_batch_size, predict_batch_size=predict_batch_size,
-            learning_rate=learning_rate, num_train_epochs=num_train_epochs,
-            warmup_proportion=warmup_proportion,
-            save_checkpoints_steps=save_checkpoints_steps, seed=seed,
-            mixed_precision=mixed_precision, jit_compile=jit_compile)
+    return fine_tuning.run_with_strategy(config, _run_squad)
 
 
-def _run_squad(output_dir, vocab_file, strategy, *, train_file, predict_file, init_checkpoint,
-               bert_config_file, do_lower_case, max_seq_length, doc_stride, max_query_length,
-               max_answer_length, n_best_size, version_2_with_negative,
-               null_score_diff_threshold, train_batch_size, predict_batch_size, learning_rate,
-               num_train_epochs, warmup_proportion, save_checkpoints_steps, seed,
-               mixed_precision, jit_compile):
-    trained = os.path.join(output_dir, MODEL_FILE)
-    if not train_file and not init_checkpoint and os.path.exists(trained):
-        init_checkpoint = trained  # predict with the model an earlier run trained
+def _run_squad(config, strategy):
+    path = config.model_path()
+    source = (fine_tuning.resolve_init(path, config.vocab_file, config.bert_config_file)
+              if path else None)
+    vocab_file = source.vocab_file if source else config.vocab_file
     if vocab_file is None:
-        vocab_file = _vocab_beside(init_checkpoint)
-    keras.utils.set_random_seed(seed)
-    model = build_model(init_checkpoint, bert_config_file, version_2_with_negative,
-                        mixed_precision)
-    if max_seq_length > model.encoder.max_sequence_length:
-        raise ValueError(f"max_seq_length ({max_seq_length}) is longer than the model's "
-                         f"max_position_embeddings ({model.encoder.max_sequence_length})")
-    check_vocab_size(vocab_file, model.bert_config.vocab_size,
-                     init_checkpoint or bert_config_file)
-    tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-    featurize = dict(tokenizer=tokenizer, max_seq_length=max_seq_length, doc_stride=doc_stride,
-                     max_query_length=max_query_length,
-                     version_2_with_negative=version_2_with_negative)
+        raise ValueError("pass vocab_file (a model from scratch has no vocab beside it)")
+    fine_tuning.validate_inputs(config, source, config.data_files())
+    # Both files parsed before any training.
+    train_examples = squad_data.read_squad_examples(
+        config.train_file, True, config.version_2_with_negative) if config.do_train else None
+    if config.do_predict:
+        dataset = squad_data.load_squad_file(config.predict_file)
+        predict_examples = squad_data.read_squad_examples(
+            dataset, False, config.version_2_with_negative, source=config.predict_file)
+    keras.utils.set_random_seed(config.seed)
+    if config.do_train:
+        run_manifest.begin_training(config, run_manifest.manifest_for(
+            config, source, config.data_files()))
+    model = build_model(path, config.bert_config_file, config.version_2_with_negative,
+                        config.mixed_precision)
+    fine_tuning.check_loaded_model(config, model, source)
+    tokenizer = FullTokenizer(vocab_file, do_lower_case=config.do_lower_case)
+    featurize = dict(tokenizer=tokenizer, max_seq_length=config.max_seq_length,
+                     doc_stride=config.doc_stride, max_query_length=config.max_query_length,
+                     version_2_with_negative=config.version_2_with_negative)
     # Other workers of a multi-worker run write their copies under output_dir/worker_N.
-    output_dir = distribution.worker_output_dir(output_dir, strategy)
+    output_dir = distribution.worker_output_dir(config.output_dir, strategy)
+    config = dataclasses.replace(config, output_dir=output_dir)
     os.makedirs(output_dir, exist_ok=True)
     results = {}
-    if train_file:
-        examples = squad_data.read_squad_examples(train_file, True, version_2_with_negative)
+    if config.do_train:
+        examples = train_examples
         features = squad_data.convert_examples_to_features(examples, is_training=True,
                                                            **featurize)
-        logging.info("%s: %d training examples -> %d windows", train_file, len(examples),
-                     len(features))
-        if len(features) < train_batch_size:
-            raise ValueError(f"{train_file}: {len(features)} training windows make no batch of "
-                             f"{train_batch_size} — lower train_batch_size or add examples")
+        logging.info("%s: %d training examples -> %d windows", config.train_file,
+                     len(examples), len(features))
+        if len(features) < config.train_batch_size:
+            raise ValueError(f"{config.train_file}: {len(features)} training windows make no "
+                             f"batch of {config.train_batch_size} — lower train_batch_size or "
+                             "add examples")
         results["train"] = train(
-            model, features, output_dir, batch_size=train_batch_size,
-            num_train_epochs=num_train_epochs, learning_rate=learning_rate,
-            warmup_proportion=warmup_proportion,
-            save_checkpoints_steps=save_checkpoints_steps, seed=seed, jit_compile=jit_compile)
+            model, features, output_dir, batch_size=config.train_batch_size,
+            num_train_epochs=config.num_train_epochs, learning_rate=config.learning_rate,
+            warmup_proportion=config.warmup_proportion,
+            save_checkpoints_steps=config.save_checkpoints_steps, seed=config.seed,
+            jit_compile=config.jit_compile)
         results["train"].update(examples=len(examples), windows=len(features))
-        _save_model(model, os.path.join(output_dir, MODEL_FILE))
-        _write_json(os.path.join(output_dir, TRAIN_RESULTS_FILE), results["train"])
-    if predict_file:
-        dataset = squad_data.load_squad_file(predict_file)
-        examples = squad_data.read_squad_examples(dataset, False, version_2_with_negative,
-                                                  source=predict_file)
+        fine_tuning.write_outputs(output_dir, model, vocab_file, {
+            "do_lower_case": config.do_lower_case, "max_seq_length": config.max_seq_length,
+            "max_query_length": config.max_query_length,
+            "max_answer_length": config.max_answer_length,
+            "null_score_diff_threshold": config.null_score_diff_threshold})
+        _write_json(os.path.join(output_dir, fine_tuning.TRAIN_RESULTS_FILE), results["train"])
+        run_manifest.finish_training(config)
+    if config.do_predict:
+        examples = predict_examples
         features = squad_data.convert_examples_to_features(examples, is_training=False,
                                                            **featurize)
         began = time.time()
-        start_logits, end_logits = predict_logits(model, features, predict_batch_size)
-        logging.info("%s: predicted %d windows of %d examples in %.1f s", predict_file,
+        start_logits, end_logits = predict_logits(model, features, config.predict_batch_size)
+        logging.info("%s: predicted %d windows of %d examples in %.1f s", config.predict_file,
                      len(features), len(examples), time.time() - began)
         predictions = squad_postprocess.postprocess(
             examples, features, start_logits, end_logits,
             squad_postprocess.basic_tokenizer_for(tokenizer),
-            n_best_size=n_best_size, max_answer_length=max_answer_length,
-            version_2_with_negative=version_2_with_negative,
-            null_score_diff_threshold=null_score_diff_threshold)
+            n_best_size=config.n_best_size, max_answer_length=config.max_answer_length,
+            version_2_with_negative=config.version_2_with_negative,
+            null_score_diff_threshold=config.null_score_diff_threshold)
         squad_postprocess.write_predictions(predictions, output_dir)
         if any(qa.get("answers") for a in dataset["data"] for p in a["paragraphs"]
                for qa in p["qas"]):
             results["eval"] = squad_metrics.evaluate(
-                dataset, predictions.predictions, version_2_with_negative,
+                dataset, predictions.predictions, config.version_2_with_negative,
                 predictions.null_odds)
-            logging.info("%s: %s", predict_file, json.dumps(results["eval"]))
-            _write_json(os.path.join(output_dir, EVAL_RESULTS_FILE), results["eval"])
+            logging.info("%s: %s", config.predict_file, json.dumps(results["eval"]))
+            # Top-level keys, as the official evaluation script prints them.
+            fine_tuning.write_eval_results(output_dir, {}, distribution.global_step(model),
+                                           **results["eval"])
     return results
-
-
-def _vocab_beside(init_checkpoint):
-    if init_checkpoint and not init_checkpoint.endswith(".keras"):
-        directory = (init_checkpoint if os.path.isdir(init_checkpoint)
-                     else os.path.dirname(init_checkpoint))
-        path = os.path.join(directory, "vocab.txt")
-        if os.path.exists(path):
-            return path
-    raise ValueError("pass vocab_file (no vocab.txt beside the checkpoint)")
-
-
-def _save_model(model, path):
-    tmp = os.path.join(os.path.dirname(path), f".tmp-{os.getpid()}-{os.path.basename(path)}")
-    model.save(tmp)
-    os.replace(tmp, path)
 
 
 def _write_json(path, content):

@@ -10,6 +10,7 @@ import pytest
 
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
+from kbert.tasks import fine_tuning
 from kbert.tasks import glue
 
 GLUE_DIR = os.path.join(os.path.dirname(__file__), "..", "fixtures", "glue")
@@ -18,8 +19,8 @@ GLUE_DIR = os.path.join(os.path.dirname(__file__), "..", "fixtures", "glue")
 def config(task, directory, output_dir, **kwargs):
     defaults = dict(max_seq_length=16, train_batch_size=4, eval_batch_size=3,
                     predict_batch_size=2, learning_rate=1e-3, num_train_epochs=1)
-    return glue.GlueConfig(task, os.path.join(GLUE_DIR, directory), str(output_dir),
-                           **{**defaults, **kwargs})
+    return glue.GlueConfig(task_name=task, data_dir=os.path.join(GLUE_DIR, directory),
+                           output_dir=str(output_dir), **{**defaults, **kwargs})
 
 
 class Interrupt(keras.callbacks.Callback):
@@ -32,7 +33,7 @@ class Interrupt(keras.callbacks.Callback):
 def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
     out = tmp_path / "mrpc"
     run = config("MRPC", "MRPC", out, init_checkpoint=tiny_google_dir, num_train_epochs=2,
-                 do_train=True, do_eval=True, do_predict=True)
+                 do_train=True, do_eval=True, do_predict=True, keep_best_epoch=False)
     # Interrupted after epoch 1 (BackupAndRestore runs before the interrupting callback) ...
     monkeypatch.setattr(keras.callbacks, "TensorBoard", lambda *a, **k: Interrupt())
     with pytest.raises(KeyboardInterrupt):
@@ -116,3 +117,36 @@ def test_format_predictions():
         "not_entailment", "entailment"]
     assert glue.format_predictions(glue.glue.get_task("STS-B"), np.array([[4.12345], [0.5]])) == [
         "4.123", "0.500"]
+
+
+def scripted_dev_scores(monkeypatch, values):
+    """Makes the per-epoch dev score follow `values`; records each epoch's weights."""
+    snapshots = []
+    original = fine_tuning.DevScores.on_epoch_end
+
+    def on_epoch_end(self, epoch, logs=None):
+        original(self, epoch, logs)
+        logs[f"dev_{self.metric}"] = values[epoch]
+        snapshots.append([w.copy() for w in self.model.get_weights()])
+
+    monkeypatch.setattr(fine_tuning.DevScores, "on_epoch_end", on_epoch_end)
+    return snapshots
+
+
+def assert_kept_epoch(out, snapshots, epoch, model_type):
+    lines = (out / "eval_results.txt").read_text().splitlines()
+    assert f"kept_epoch = {epoch}" in lines and f"best_epoch = {epoch}" in lines
+    assert "kept = best" in lines
+    kept = keras.saving.load_model(str(out / "model.keras"))
+    assert isinstance(kept, model_type)
+    for saved, expected in zip(kept.get_weights(), snapshots[epoch - 1], strict=True):
+        np.testing.assert_allclose(saved, expected, atol=1e-7)
+
+
+def test_the_best_epoch_is_kept(tiny_google_dir, tmp_path, monkeypatch):
+    snapshots = scripted_dev_scores(monkeypatch, [0.2, 0.8, 0.1])  # drops in the last epoch
+    out = tmp_path / "mrpc"
+    results = glue.run_glue(config("MRPC", "MRPC", out, init_checkpoint=tiny_google_dir,
+                                   num_train_epochs=3, do_train=True, do_eval=True))
+    assert results["train"]["best_epoch"] == 2 and results["train"]["kept"] == "best"
+    assert_kept_epoch(out, snapshots, 2, BertClassifier)

@@ -7,8 +7,11 @@ import keras
 import pytest
 
 from kbert.data import conll
+from kbert.models.tagger import BertTokenClassifier
 from kbert.tasks import ner
 from kbert.tasks import ner_metrics
+from tests.tasks.test_glue import assert_kept_epoch
+from tests.tasks.test_glue import scripted_dev_scores
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "conll")
 
@@ -19,7 +22,7 @@ def config(output_dir, **kwargs):
                     test_file=os.path.join(FIXTURES, "test.txt"),
                     max_seq_length=16, train_batch_size=8, eval_batch_size=4,
                     learning_rate=1e-3, num_train_epochs=1)
-    return ner.NerConfig(str(output_dir), **{**defaults, **kwargs})
+    return ner.NerConfig(output_dir=str(output_dir), **{**defaults, **kwargs})
 
 
 class Interrupt(keras.callbacks.Callback):
@@ -32,7 +35,7 @@ class Interrupt(keras.callbacks.Callback):
 def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
     out = tmp_path / "ner"
     run = config(out, init_checkpoint=tiny_google_dir, num_train_epochs=2, do_train=True,
-                 do_eval=True, do_predict=True)
+                 do_eval=True, do_predict=True, keep_best_epoch=False)
     # Interrupted after epoch 1 (BackupAndRestore runs before the interrupting callback) ...
     monkeypatch.setattr(keras.callbacks, "TensorBoard", lambda *a, **k: Interrupt())
     with pytest.raises(KeyboardInterrupt):
@@ -46,10 +49,11 @@ def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
     windows = train["windows"]
     assert windows > 13  # max_seq_length 16 splits the longer sentences
     assert train["steps"] >= 2 * -(-windows // 8)
-    assert len(train["dev_entity_f1_per_epoch"]) == 1
+    assert train["kept"] == "last" and train["kept_epoch"] == 2
     assert not os.path.exists(out / "backup")
     log = (out / "training_log.csv").read_text().splitlines()
-    assert "dev_entity_f1" in log[0] and len(log) == 3  # header, epoch 1, epoch 2
+    assert "dev_f1" in log[0] and len(log) == 3  # header, epoch 1, epoch 2
+    assert "dev_entity" not in log[0] and "val_" not in log[0]  # real columns only
     assert (out / "labels.txt").read_text().split() == list(
         conll.label_vocabulary(conll.read_ner_file(os.path.join(FIXTURES, "train.txt"))))
     dev = results["eval"]["dev"]
@@ -80,7 +84,7 @@ def test_crf_on_two_column_bmes_data(tiny_google_dir, tmp_path):
                                  init_checkpoint=tiny_google_dir, do_train=True, do_eval=True,
                                  evaluate_every_epoch=False, max_train_sentences=2))
     assert results["train"]["use_crf"] and results["train"]["sentences"] == 2
-    assert results["train"]["dev_entity_f1_per_epoch"] == []
+    assert "best_epoch" not in results["train"]
     model = keras.saving.load_model(str(tmp_path / "model.keras"))
     assert model.use_crf and model.num_labels == len(results["train"]["labels"])
     assert results["eval"]["dev"]["sentences"] == 3
@@ -103,3 +107,26 @@ def test_config_validation(tiny_google_dir, tmp_path):
                            max_seq_length=32))
     with pytest.raises(FileNotFoundError, match="model.keras: not found"):
         ner.run_ner(config(tmp_path, do_eval=True))
+
+
+def test_the_best_epoch_is_kept(tiny_google_dir, tmp_path, monkeypatch):
+    snapshots = scripted_dev_scores(monkeypatch, [0.5, 0.3])  # drops in the last epoch
+    out = tmp_path / "ner"
+    results = ner.run_ner(config(out, init_checkpoint=tiny_google_dir, num_train_epochs=2,
+                                 do_train=True, do_eval=True, test_file=None))
+    assert results["train"]["best_epoch"] == 1 and results["train"]["kept_epoch"] == 1
+    assert_kept_epoch(out, snapshots, 1, BertTokenClassifier)
+
+
+def test_one_epoch_scores_dev_once(tiny_google_dir, tmp_path, monkeypatch):
+    calls = []
+    original = ner.predict_windows
+    monkeypatch.setattr(ner, "predict_windows",
+                        lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
+    results = ner.run_ner(config(tmp_path, init_checkpoint=tiny_google_dir, do_train=True,
+                                 do_eval=True, test_file=None, max_train_sentences=4))
+    assert len(calls) == 1  # the epoch's dev predictions are the final evaluation's
+    written = (tmp_path / "dev_predictions.txt").read_text().strip().split("\n\n")
+    predicted = [[line.split()[2] for line in block.splitlines()] for block in written]
+    gold = [[line.split()[1] for line in block.splitlines()] for block in written]
+    assert ner_metrics.entity_scores(gold, predicted)["f1"] == results["eval"]["dev"]["f1"]

@@ -3,8 +3,6 @@
 import random
 import warnings
 
-import keras
-import numpy as np
 import pytest
 from seqeval import metrics as seqeval
 from seqeval.metrics.sequence_labeling import get_entities as seqeval_entities
@@ -108,24 +106,3 @@ def test_flat_scores():
     flat = ner_metrics.flat_scores(scores, "dev_")
     assert flat["dev_f1"] == scores["f1"] and flat["dev_f1_PER"] == 1.0
     assert flat["dev_support_LOC"] == 0 and "dev_per_type" not in flat
-
-
-def test_callback_adds_dev_scores_to_the_epoch_logs():
-    gold = [["B-PER", "I-PER", "O"], ["B-LOC"]]
-    answers = iter([[["B-PER", "I-PER", "O"], ["O"]], gold])
-    calls = []
-
-    def predict_fn(model):
-        calls.append(model)
-        return next(answers)
-
-    callback = ner_metrics.EntityF1Callback(predict_fn, gold)
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse")
-    logger = keras.callbacks.History()
-    model.fit(np.zeros((4, 2)), np.zeros((4, 1)), epochs=2, verbose=0,
-              callbacks=[callback, logger])
-    assert calls == [model, model]
-    assert logger.history["dev_entity_f1"] == [pytest.approx(2 / 3), 1.0]
-    assert logger.history["dev_entity_precision"] == [1.0, 1.0]
-    assert [h["f1"] for h in callback.history] == logger.history["dev_entity_f1"]

@@ -5,6 +5,10 @@ import os
 import subprocess
 import sys
 
+import tensorflow as tf
+
+from tests.tools.test_run_classifier import export
+
 TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "run_ner.py")
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "conll")
 
@@ -33,6 +37,10 @@ def test_train_eval_predict_with_crf(tiny_google_dir, tmp_path):
     sentences = (tmp_path / "test_predictions.txt").read_text().strip().split("\n\n")
     assert len(sentences) == 5
     assert all(len(line.split()) == 3 for s in sentences for line in s.splitlines())
+    serve = export(tmp_path, tmp_path / "exported")  # the output dir and no other flag
+    outputs = serve(text=tf.constant(["the said he"]))
+    labels = (tmp_path / "labels.txt").read_text().split()
+    assert {label.decode() for label in outputs["labels"].numpy()[0]} <= set(labels)
 
 
 def test_usage_errors(tmp_path):

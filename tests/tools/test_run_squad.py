@@ -3,9 +3,12 @@ import os
 import subprocess
 import sys
 
+import tensorflow as tf
+
 from tests.data.test_squad import SPECIAL
 from tests.tasks.test_squad import WORDS
 from tests.tasks.test_squad import _data
+from tests.tools.test_run_classifier import export
 
 TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "run_squad.py")
 
@@ -32,15 +35,20 @@ def test_trains_predicts_and_evaluates(tmp_path):
                  "--max_seq_length=40", "--doc_stride=12", "--max_query_length=8",
                  "--train_batch_size=4", "--num_train_epochs=1", "--learning_rate=1e-3")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert sorted(os.listdir(out)) == ["eval_results.json", "nbest_predictions.json",
-                                       "predictions.json", "span_labeler.keras",
-                                       "train_results.json"]
+    assert sorted(os.listdir(out)) == [
+        "bert_config.json", "eval_results.json", "eval_results.txt", "export_settings.json",
+        "logs", "model.keras", "nbest_predictions.json", "predictions.json",
+        "run_manifest.json", "train_results.json", "training_log.csv", "vocab.txt"]
     predictions = json.loads((out / "predictions.json").read_text())
     assert len(predictions) == 14 and all(isinstance(p, str) for p in predictions.values())
     scores = json.loads((out / "eval_results.json").read_text())
     assert scores["total"] == 14 and 0 <= scores["exact_match"] <= scores["f1"] <= 100
     train = json.loads((out / "train_results.json").read_text())
     assert train["steps"] == 5 and train["windows"] == 22
+    serve = export(out, tmp_path / "exported")  # the output dir and no other flag
+    answer = serve(question=tf.constant(["when"]), context=tf.constant(["w1 w2 w3"]))
+    assert answer["answer"].numpy()[0].decode() in ("", "w1", "w2", "w3", "w1 w2", "w2 w3",
+                                                    "w1 w2 w3")
 
 
 

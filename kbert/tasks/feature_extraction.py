@@ -13,6 +13,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from kbert.data import pipeline
 from kbert.tokenization import text_inputs
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # greedy, as Google's read_examples
@@ -55,7 +56,7 @@ def examples_from_texts(texts):
     Returns:
         list of `Example`, indexed from 0.
     """
-    segments = text_inputs.to_segments(texts, caller="kbert.features")
+    segments = text_inputs.to_segments(texts, caller="extract")
     columns = [[t.decode("utf-8") for t in np.atleast_1d(s.numpy())] for s in segments]
     texts_b = columns[1] if len(columns) == 2 else [None] * len(columns[0])
     return [Example(index, a, b) for index, (a, b) in enumerate(zip(columns[0], texts_b,
@@ -127,13 +128,8 @@ def extract(encoder, tokenizer, examples, layers=(-1, -2, -3, -4), pooling=None,
         examples = examples_from_texts(examples)
     run = tf.function(lambda x: encoder(x, training=False), reduce_retracing=True)
     for batch in _batches(tokenizer, examples, max_seq_length, batch_size):
-        length = max(len(ids) for _, _, ids, _ in batch)
-        inputs = {k: np.zeros((len(batch), length), "int32")
-                  for k in ("token_ids", "segment_ids", "padding_mask")}
-        for row, (_, _, ids, segments) in enumerate(batch):
-            inputs["token_ids"][row, :len(ids)] = ids
-            inputs["segment_ids"][row, :len(ids)] = segments
-            inputs["padding_mask"][row, :len(ids)] = 1
+        inputs = pipeline.padded_batch([ids for _, _, ids, _ in batch],
+                                       [segments for _, _, _, segments in batch])
         outputs = tf.nest.map_structure(np.asarray, run(inputs))
         vectors = (POOLINGS[pooling](outputs, inputs["padding_mask"]) if pooling else None)
         for row, (example, tokens, _, _) in enumerate(batch):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import kbert
-from kbert import features
+from kbert.tasks import feature_extraction as features
 from tests.conftest import TINY_CONFIG
 from tests.oracle import google_bert
 
@@ -45,7 +45,7 @@ def test_matches_google_extract_features(release):
          str(release / "bert_config.json"), str(release / "bert_model.ckpt"),
          str(release / "vocab.txt"), str(release / "input.txt"),
          ",".join(map(str, LAYERS)), str(SEQ), str(golden_file)],
-        check=True, capture_output=True, cwd=os.path.join(os.path.dirname(__file__), ".."))
+        check=True, capture_output=True, cwd=os.path.join(os.path.dirname(__file__), "..", ".."))
     golden = [json.loads(line) for line in golden_file.read_text().splitlines()]
 
     encoder = kbert.BertEncoder.from_google_checkpoint(str(release))
@@ -100,7 +100,7 @@ def test_bad_arguments(release):
 
 
 def test_tool_writes_npy_and_jsonl(release, tmp_path):
-    tool = os.path.join(os.path.dirname(__file__), "..", "tools", "extract_features.py")
+    tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "extract_features.py")
     common = [sys.executable, tool, f"--input_file={release / 'input.txt'}",
               f"--init_checkpoint={release}", f"--max_seq_length={SEQ}"]
     result = subprocess.run(common + [f"--output_file={tmp_path / 'v.npy'}", "--pooling=mean"],
@@ -135,5 +135,5 @@ def test_texts_in_the_preprocessor_convention(release):
             np.testing.assert_allclose(mine["sentence_vector"], theirs["sentence_vector"],
                                        atol=1e-6)
     assert features.examples_from_texts(("a", "b")) == [features.Example(0, "a", "b")]
-    with pytest.raises(ValueError, match="kbert.features: got a list of tuple"):
+    with pytest.raises(ValueError, match="extract: got a list of tuple"):
         next(features.extract(encoder, tokenizer, [("a", "b")], [-1]))
