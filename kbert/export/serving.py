@@ -8,7 +8,7 @@ import keras_nlp
 import tensorflow as tf
 
 from kbert.export import tagging
-from kbert.tokenization.packer import BertPreprocessor
+from kbert.tokenization.preprocessor import BertPreprocessor
 
 TEXT_SIGNATURE = "serving_default"
 TOKEN_IDS_SIGNATURE = "serve_token_ids"

@@ -1,6 +1,6 @@
 """Text to ids, in-graph, identical to Google's FullTokenizer."""
 
-from kbert.tokenization.packer import BertPreprocessor
+from kbert.tokenization.preprocessor import BertPreprocessor
 from kbert.tokenization.tokenizer import FullTokenizer
 from kbert.tokenization.tokenizer import WordPieces
 from kbert.tokenization.vocab import Vocab
