@@ -18,7 +18,7 @@ from kbert.models.encoder import BertEncoder
 from kbert.models.precision import with_compute_dtype
 from kbert.models.pretrainer import BertPretrainer
 from kbert.models.span_labeler import BertSpanLabeler
-from kbert.models.tagger import BertTokenClassifier
+from kbert.models.token_classifier import BertTokenClassifier
 from kbert.tasks.optimization import create_optimizer
 from kbert.tokenization import BertPreprocessor
 from kbert.tokenization import FullTokenizer

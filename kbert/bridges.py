@@ -23,7 +23,7 @@ from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
 from kbert.models.span_labeler import BertSpanLabeler
-from kbert.models.tagger import BertTokenClassifier
+from kbert.models.token_classifier import BertTokenClassifier
 
 FORMATS = ("google", "huggingface", "keras_hub")
 KERAS_MODEL_FILE = "model.keras"

@@ -18,7 +18,7 @@ from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
 from kbert.models.precision import with_compute_dtype
 from kbert.models.span_labeler import BertSpanLabeler
-from kbert.models.tagger import BertTokenClassifier
+from kbert.models.token_classifier import BertTokenClassifier
 from kbert.tokenization import vocab as vocab_lib
 
 TEXT_SIGNATURE = serving.TEXT_SIGNATURE

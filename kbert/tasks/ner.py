@@ -26,7 +26,7 @@ from absl import logging
 
 from kbert import io
 from kbert.data import conll
-from kbert.models.tagger import BertTokenClassifier
+from kbert.models.token_classifier import BertTokenClassifier
 from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import ner_metrics

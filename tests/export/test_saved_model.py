@@ -22,7 +22,7 @@ from kbert.export import export_saved_model
 from kbert.export import serving
 from kbert.models.classifier import BertClassifier
 from kbert.models.span_labeler import BertSpanLabeler
-from kbert.models.tagger import BertTokenClassifier
+from kbert.models.token_classifier import BertTokenClassifier
 
 MAX_SEQ_LENGTH = 24
 MAX_QUERY_LENGTH = 6

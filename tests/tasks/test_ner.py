@@ -7,7 +7,7 @@ import keras
 import pytest
 
 from kbert.data import conll
-from kbert.models.tagger import BertTokenClassifier
+from kbert.models.token_classifier import BertTokenClassifier
 from kbert.tasks import ner
 from kbert.tasks import ner_metrics
 from tests.tasks.test_glue import assert_kept_epoch

@@ -4,7 +4,7 @@ import pytest
 
 import kbert
 from kbert.layers.crf import CRF
-from kbert.models.tagger import BertTokenClassifier
+from kbert.models.token_classifier import BertTokenClassifier
 from tests import harness
 from tests.models.test_encoder import inputs
 
