@@ -28,7 +28,7 @@ from absl import flags
 from absl import logging
 
 from kbert.data import glue
-from kbert.tasks import metrics
+from kbert.tasks import glue_metrics
 from kbert.tasks import optimization
 
 _TASK = flags.DEFINE_string("task_name", "MRPC", "GLUE task.")
@@ -94,7 +94,7 @@ def main(argv):
         # A 1-tuple: Keras would read a bare (text_a, text_b) element as (x, y).
         features = tf.data.Dataset.from_tensor_slices((_inputs(dev),))
         logits = classifier.predict(features.batch(_EVAL_BATCH.value), verbose=0)
-        scores = metrics.compute(spec.metric, dev.label, np.asarray(logits))
+        scores = glue_metrics.compute(spec.metric, dev.label, np.asarray(logits))
         scores["examples_per_second"] = round(len(dev) / (time.perf_counter() - start), 2)
         results["eval"][split] = scores
     logging.info("%s", results)

@@ -30,7 +30,7 @@ from absl import flags
 from absl import logging
 
 from kbert.data import glue
-from kbert.tasks import metrics
+from kbert.tasks import glue_metrics
 
 _TASK = flags.DEFINE_string("task_name", "MRPC", "GLUE task.")
 _DATA = flags.DEFINE_string("data_dir", None, "GLUE task directory.", required=True)
@@ -128,7 +128,7 @@ def main(argv):
         dev = glue.read_glue(_DATA.value, spec, split)
         start = time.perf_counter()
         logits = _predict(model, _encode(tokenizer, dev), collator)
-        scores = metrics.compute(spec.metric, dev.label, logits)
+        scores = glue_metrics.compute(spec.metric, dev.label, logits)
         scores["examples_per_second"] = round(len(dev) / (time.perf_counter() - start), 2)
         results["eval"][split] = scores
     logging.info("%s", results)

@@ -52,7 +52,7 @@ class TaskSpec(typing.NamedTuple):
         name: str. GLUE's name, also the file name of test predictions (`MRPC.tsv`).
         labels: tuple of str, or `REGRESSION` (None) for a real-valued score. The order is
             Google's run_classifier.py `get_labels()` order, so class ids match its heads.
-        metric: str. A key of `kbert.tasks.metrics.METRICS`.
+        metric: str. A key of `kbert.tasks.glue_metrics.METRICS`.
         labelled: `Layout` of the train and dev files.
         unlabelled: `Layout` of the test files.
         dev_files: tuple of (split, file name). Evaluated splits; MNLI has two.

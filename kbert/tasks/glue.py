@@ -2,7 +2,7 @@
 
 The recipe of Google's run_classifier.py on the shared skeleton (`kbert.tasks.fine_tuning`):
 a `BertClassifier` from a Google checkpoint, length-bucketed batches (`kbert.data.pipeline`),
-and the task's official metric (`kbert.tasks.metrics`), which also picks the best epoch.
+and the task's official metric (`kbert.tasks.glue_metrics`), which also picks the best epoch.
 
 Data is either a GLUE task directory (`task_name`, `data_dir`) or a user's `.csv`, `.tsv` or
 `.jsonl` files (`train_file`, `dev_file`, `test_file`) read by column name
@@ -30,7 +30,7 @@ from kbert.data import pipeline
 from kbert.models.classifier import BertClassifier
 from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
-from kbert.tasks import metrics
+from kbert.tasks import glue_metrics
 from kbert.tasks import run_manifest
 from kbert.tokenization import BertPreprocessor
 
@@ -277,7 +277,7 @@ def predict(model, examples, preprocessor, batch_size):
 
 def score(spec, examples, outputs):
     """The task's official metrics and the loss of `outputs` on labelled `examples`."""
-    scores = metrics.compute(spec.metric, examples.label, outputs)
+    scores = glue_metrics.compute(spec.metric, examples.label, outputs)
     scores["loss"] = _loss(examples.label, outputs, spec.num_classes)
     scores["examples"] = len(examples)
     logging.info("%s %s: %s", spec.name, examples.source, scores)
@@ -288,7 +288,7 @@ def format_predictions(spec, outputs):
     """Class names, or regression scores with 3 decimals, as the GLUE server expects."""
     if spec.num_classes == 1:
         return [f"{value:.3f}" for value in np.asarray(outputs).reshape(-1)]
-    return [spec.labels[i] for i in metrics.predictions_from_outputs(outputs)]
+    return [spec.labels[i] for i in glue_metrics.predictions_from_outputs(outputs)]
 
 
 def write_predictions(path, index, predictions):
