@@ -121,8 +121,8 @@ class TokenizedDocuments(typing.NamedTuple):
         return len(self.document_splits) - 1
 
 
-class Vocab(typing.NamedTuple):
-    """What masking needs from a vocabulary."""
+class MaskingVocab(typing.NamedTuple):
+    """The special ids and `##` pieces that masking needs from a `kbert.tokenization.Vocab`."""
 
     size: int
     cls_id: int
@@ -154,7 +154,7 @@ def create_instances(documents, config, vocab, rng, batch_size=4096):
     Args:
         documents: `TokenizedDocuments`.
         config: `PretrainingDataConfig`.
-        vocab: `Vocab`.
+        vocab: `MaskingVocab`.
         rng: `np.random.Generator`. The only source of randomness.
         batch_size: int. Instances per yielded batch. Defaults to 4096.
 
@@ -291,7 +291,7 @@ def pack_pairs(ids, spans, config, vocab, rng, word_continues=None):
         ids: int32 [tokens]. The documents' token ids (`TokenizedDocuments.ids`).
         spans: the five arrays of `shuffled_spans`, [batch] each.
         config: `PretrainingDataConfig`.
-        vocab: `Vocab`.
+        vocab: `MaskingVocab`.
         rng: `np.random.Generator`. Draws which end each truncated token comes off.
         word_continues: bool [tokens] or None. Whether each token continues the word before
             it (Chinese whole-word masking, `TokenizedDocuments.word_continues`).
@@ -345,7 +345,7 @@ def mask_tokens(tokens, candidates, lengths, config, vocab, rng, word_continues=
         candidates: bool [batch, seq]. Positions that may be predicted (not [CLS], [SEP], pad).
         lengths: int [batch]. Tokens per row, [CLS] and [SEP]s included (sets the count).
         config: `PretrainingDataConfig`.
-        vocab: `Vocab`.
+        vocab: `MaskingVocab`.
         rng: `np.random.Generator`.
         word_continues: bool [batch, seq] or None. With whole-word masking, positions that
             join the previous position's word besides `##` pieces. Defaults to None.

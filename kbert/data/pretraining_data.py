@@ -223,7 +223,7 @@ def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_ca
                          f"{input_format!r}")
     files = corpus.list_input_files(input_file)
     vocab = tuple(load_vocab(vocab_file))
-    pretraining.Vocab.from_tokens(vocab)  # fails early on a vocab without [CLS], [SEP], [MASK]
+    pretraining.MaskingVocab.from_tokens(vocab)  # fails early without [CLS], [SEP], [MASK]
     total_bytes = sum(os.path.getsize(f) for f in files)
     if total_bytes == 0:
         raise ValueError(f"{input_file}: the input is empty")
@@ -249,7 +249,7 @@ def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_ca
 def write_shard(job, progress=None):
     """Writes one shard (atomically) and returns its number of instances."""
     tokenizer = _cached_tokenizer(job.vocab_file, job.do_lower_case, job.exact_tokenization)
-    vocab = pretraining.Vocab.from_tokens(job.vocab)
+    vocab = pretraining.MaskingVocab.from_tokens(job.vocab)
     config, byte_range = job.config, job.byte_range
     segment = (word_segmentation.load_segmenter(config.chinese_word_segmenter)
                if config.chinese_word_segmenter else None)

@@ -110,7 +110,7 @@ def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp
                          f"{input_format!r}")
     if epochs is not None and epochs < 1:
         raise ValueError(f"epochs must be positive or None, got {epochs}")
-    vocab = pretraining.Vocab.from_tokens(tokenization.load_vocab(vocab_file).tokens)
+    vocab = pretraining.MaskingVocab.from_tokens(tokenization.load_vocab(vocab_file).tokens)
     byte_range = _worker_range(corpus.list_input_files(files), input_context)
     worker = byte_range.index
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
@@ -226,7 +226,7 @@ def mask_batch(tokens, candidates, lengths, config, vocab, is_continuation, seed
         candidates: bool [batch, seq]. Positions that may be predicted.
         lengths: int32 [batch]. Tokens per row, [CLS] and [SEP]s included.
         config: `PretrainingDataConfig`.
-        vocab: `kbert.data.pretraining.Vocab`.
+        vocab: `kbert.data.pretraining.MaskingVocab`.
         is_continuation: bool tensor [vocab]. The piece starts with "##".
         seed: int64 [2]. Stateless seed of this batch.
 

@@ -12,7 +12,7 @@ def make_vocab(size=4000, continuation_from=None):
     tokens = SPECIAL + [f"w{i}" for i in range(OFFSET, size)]
     if continuation_from is not None:
         tokens[continuation_from:] = [f"##{i}" for i in range(continuation_from, size)]
-    return pretraining.Vocab.from_tokens(tokens)
+    return pretraining.MaskingVocab.from_tokens(tokens)
 
 
 def synthetic_documents(seed, num_documents=30):

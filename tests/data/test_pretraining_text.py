@@ -147,7 +147,7 @@ def test_same_seed_same_masks_new_masks_every_epoch(wiki_sample, vocab_file):
 
 
 def test_in_graph_masking_follows_googles_count_and_rates(vocab_file):
-    vocab = pretraining.Vocab.from_tokens(pretraining_data.load_vocab(vocab_file))
+    vocab = pretraining.MaskingVocab.from_tokens(pretraining_data.load_vocab(vocab_file))
     rng = np.random.default_rng(0)
     lengths = rng.integers(5, 41, 300)
     tokens = np.where(np.arange(40)[None, :] < lengths[:, None],

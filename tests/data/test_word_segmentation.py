@@ -69,7 +69,7 @@ def test_masked_words_are_whole_with_hand_made_words():
     continues[:, [3, 5, 7, 8]] = True
     words = [[1], [2, 3], [4, 5], [6, 7, 8], [10], [11]]
     candidates = ~np.isin(tokens, [2, 3])
-    vocab = pretraining.Vocab.from_tokens(SPECIAL + [f"c{i}" for i in range(5, 20)])
+    vocab = pretraining.MaskingVocab.from_tokens(SPECIAL + [f"c{i}" for i in range(5, 20)])
     config = pretraining.PretrainingDataConfig(max_predictions_per_seq=4, masked_lm_prob=0.3,
                                                do_whole_word_mask=True)
     positions, _, weights, _ = pretraining.mask_tokens(
@@ -87,7 +87,7 @@ def test_masked_words_are_whole_with_hand_made_words():
 def make(vocab_file, segment, do_whole_word_mask, seed=7):
     tokenized = pretraining_data.tokenize_documents(
         documents(), pretraining_data.BatchTokenizer(vocab_file), segment)
-    vocab = pretraining.Vocab.from_tokens(pretraining_data.load_vocab(vocab_file))
+    vocab = pretraining.MaskingVocab.from_tokens(pretraining_data.load_vocab(vocab_file))
     config = pretraining.PretrainingDataConfig(
         max_seq_length=64, max_predictions_per_seq=10, dupe_factor=4,
         do_whole_word_mask=do_whole_word_mask,
