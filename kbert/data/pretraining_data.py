@@ -35,7 +35,7 @@ from kbert.data import records
 from kbert.data import word_segmentation
 
 
-def load_vocab(vocab_file):
+def load_vocab_tokens(vocab_file):
     """The tokens of `vocab_file` in id order, as a list (`kbert.tokenization.load_vocab`)."""
     return list(tokenization.load_vocab(vocab_file).tokens)
 
@@ -65,7 +65,7 @@ class BatchTokenizer:
 
             # Google's word limit is 200 characters, FastBertTokenizer's 200 bytes.
             self._tokenize = tf_text.FastBertTokenizer(
-                vocab=load_vocab(vocab_file), lower_case_nfd_strip_accents=do_lower_case,
+                vocab=load_vocab_tokens(vocab_file), lower_case_nfd_strip_accents=do_lower_case,
                 token_out_type=tf.int32, unknown_token="[UNK]", max_bytes_per_word=200).tokenize
 
     def __call__(self, sentences):
@@ -222,7 +222,7 @@ def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_ca
         raise ValueError(f"input_format must be one of {corpus.INPUT_FORMATS}, got "
                          f"{input_format!r}")
     files = corpus.list_input_files(input_file)
-    vocab = tuple(load_vocab(vocab_file))
+    vocab = tuple(load_vocab_tokens(vocab_file))
     pretraining.MaskingVocab.from_tokens(vocab)  # fails early without [CLS], [SEP], [MASK]
     total_bytes = sum(os.path.getsize(f) for f in files)
     if total_bytes == 0:

@@ -92,7 +92,7 @@ def ks_distance(a, b):
 
 @pytest.mark.parametrize("name", ["plain", "wwm"])
 def test_statistics_match_googles(generated, vocab_file, name):
-    mask_id = pretraining_data.load_vocab(vocab_file).index("[MASK]")
+    mask_id = pretraining_data.load_vocab_tokens(vocab_file).index("[MASK]")
     google, kbert = (statistics(r, mask_id) for r in generated[name])
     assert google["instances"] > 4000
     assert abs(kbert["instances"] / google["instances"] - 1) < 0.05
@@ -105,7 +105,7 @@ def test_statistics_match_googles(generated, vocab_file, name):
 
 
 def test_whole_word_masking_matches_googles_rule(generated, vocab_file):
-    vocab = pretraining_data.load_vocab(vocab_file)
+    vocab = pretraining_data.load_vocab_tokens(vocab_file)
     is_continuation = np.array([t.startswith("##") for t in vocab])
     special = {vocab.index("[CLS]"), vocab.index("[SEP]")}
     for records in generated["wwm"]:  # Google's own output obeys the rule too

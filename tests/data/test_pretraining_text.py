@@ -53,7 +53,7 @@ def generated(wiki_sample_text, vocab_file, tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["plain", "wwm"])
 def test_statistics_match_googles_and_the_offline_tools(generated, vocab_file, name):
-    mask_id = pretraining_data.load_vocab(vocab_file).index("[MASK]")
+    mask_id = pretraining_data.load_vocab_tokens(vocab_file).index("[MASK]")
     google, offline, online = (google_test.statistics(r, mask_id) for r in generated[name])
     assert google["instances"] > 4000
     for other in (google, offline):
@@ -68,7 +68,7 @@ def test_statistics_match_googles_and_the_offline_tools(generated, vocab_file, n
 
 @pytest.mark.slow
 def test_whole_word_spans_match_googles(generated, vocab_file):
-    vocab = pretraining_data.load_vocab(vocab_file)
+    vocab = pretraining_data.load_vocab_tokens(vocab_file)
     is_continuation = np.array([t.startswith("##") for t in vocab])
     google, _, online = generated["wwm"]
     assert split_words(online, vocab) == 0
@@ -89,7 +89,7 @@ def test_sentence_order_labels_balance_as_next_sentence_labels(generated):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["plain", "wwm"])
 def test_no_special_token_or_padding_is_predicted(generated, vocab_file, name):
-    vocab = pretraining_data.load_vocab(vocab_file)
+    vocab = pretraining_data.load_vocab_tokens(vocab_file)
     records = generated[name][2]
     valid = records["masked_lm_weights"] > 0
     assert not np.isin(records["masked_lm_ids"][valid],
@@ -147,7 +147,7 @@ def test_same_seed_same_masks_new_masks_every_epoch(wiki_sample, vocab_file):
 
 
 def test_in_graph_masking_follows_googles_count_and_rates(vocab_file):
-    vocab = pretraining.MaskingVocab.from_tokens(pretraining_data.load_vocab(vocab_file))
+    vocab = pretraining.MaskingVocab.from_tokens(pretraining_data.load_vocab_tokens(vocab_file))
     rng = np.random.default_rng(0)
     lengths = rng.integers(5, 41, 300)
     tokens = np.where(np.arange(40)[None, :] < lengths[:, None],

@@ -87,7 +87,7 @@ def test_masked_words_are_whole_with_hand_made_words():
 def make(vocab_file, segment, do_whole_word_mask, seed=7):
     tokenized = pretraining_data.tokenize_documents(
         documents(), pretraining_data.BatchTokenizer(vocab_file), segment)
-    vocab = pretraining.MaskingVocab.from_tokens(pretraining_data.load_vocab(vocab_file))
+    vocab = pretraining.MaskingVocab.from_tokens(pretraining_data.load_vocab_tokens(vocab_file))
     config = pretraining.PretrainingDataConfig(
         max_seq_length=64, max_predictions_per_seq=10, dupe_factor=4,
         do_whole_word_mask=do_whole_word_mask,
