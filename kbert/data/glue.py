@@ -2,8 +2,8 @@
 
 Every GLUE task is a row of `GLUE_TASKS` (a `TaskSpec`: where text, label and index sit in
 its files, its labels and its official metric), read by `read_glue`; there is no per-task
-class. `read_examples` reads a user's CSV, TSV or JSON-lines file by column names. Both return
-`Examples`, the columns the tf.data pipeline (`kbert.data.pipeline`) tokenizes.
+class. `read_classification_file` reads a user's CSV, TSV or JSON-lines file by column names.
+Both return `Examples`, the columns the tf.data pipeline (`kbert.data.pipeline`) tokenizes.
 
 GLUE files are read as GLUE's own loaders do: tab-separated with `csv.QUOTE_NONE` (MRPC and
 SST-2 sentences contain literal `"` characters, which must not open a quoted field), UTF-8 with
@@ -228,8 +228,9 @@ def read_glue(data_dir, task, split, errors="raise"):
                      path)
 
 
-def read_examples(path, text_a, text_b=None, label=None, index=None, label_names=None,
-                  regression=False, errors="raise", file_format=None):
+def read_classification_file(path, text_a, text_b=None, label=None, index=None,
+                             label_names=None, regression=False, errors="raise",
+                             file_format=None):
     """Reads a user's classification or regression data by column name.
 
     Args:

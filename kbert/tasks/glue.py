@@ -6,7 +6,7 @@ and the task's official metric (`kbert.tasks.glue_metrics`), which also picks th
 
 Data is either a GLUE task directory (`task_name`, `data_dir`) or a user's `.csv`, `.tsv` or
 `.jsonl` files (`train_file`, `dev_file`, `test_file`) read by column name
-(`kbert.data.glue.read_examples`).
+(`kbert.data.glue.read_classification_file`).
 
 Files written to `output_dir` besides the shared layout of `kbert.tasks.fine_tuning`:
     <TASK>.tsv              test predictions in the GLUE server's format: `index<TAB>prediction`
@@ -109,7 +109,7 @@ class GlueConfig(fine_tuning.FineTuningConfig):
         if self.task_name is not None:
             return glue.read_glue(self.data_dir, spec, split, errors=errors)
         path = dict(self.data_files(spec))[f"{split}_file"]
-        return glue.read_examples(
+        return glue.read_classification_file(
             path, self.text_a_column, self.text_b_column,
             None if split == "test" else self.label_column, label_names=spec.labels,
             regression=self.regression, errors=errors)
@@ -126,9 +126,9 @@ def task_spec(config, settings=None):
     labels = glue.REGRESSION if config.regression else config.labels
     if labels is None and not config.regression:
         if config.do_train:
-            labels = glue.read_examples(config.train_file, config.text_a_column,
-                                        config.text_b_column, config.label_column,
-                                        errors="warn").label_names
+            labels = glue.read_classification_file(config.train_file, config.text_a_column,
+                                                   config.text_b_column, config.label_column,
+                                                   errors="warn").label_names
         elif settings and settings.get("label_names"):
             labels = tuple(settings["label_names"])
         else:

@@ -110,7 +110,7 @@ def test_generic_csv_with_quoted_fields(tmp_path):
     path = tmp_path / "reviews.csv"
     path.write_text('id,review,stars\n7,"Great, really great",good\n8,"He said ""meh""",bad\n'
                     "9,fine,good\n", encoding="utf-8")
-    examples = glue.read_examples(str(path), text_a="review", label="stars", index="id")
+    examples = glue.read_classification_file(str(path), text_a="review", label="stars", index="id")
     assert examples.text_a == ("Great, really great", 'He said "meh"', "fine")
     assert examples.label_names == ("bad", "good") and examples.label.tolist() == [1, 0, 1]
     assert examples.index == ("7", "8", "9") and examples.text_b is None
@@ -119,8 +119,8 @@ def test_generic_csv_with_quoted_fields(tmp_path):
 def test_generic_tsv_pairs_regression_and_bom(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text('\ufeffa\tb\tscore\n"x\t"y"\t0.5\nq\tr\t2\n', encoding="utf-8")
-    examples = glue.read_examples(str(path), text_a="a", text_b="b", label="score",
-                                  regression=True)
+    examples = glue.read_classification_file(str(path), text_a="a", text_b="b", label="score",
+                                             regression=True)
     assert examples.text_a == ('"x', "q") and examples.text_b == ('"y"', "r")
     assert examples.label.tolist() == [0.5, 2.0] and examples.label_names is None
 
@@ -131,24 +131,26 @@ def test_generic_jsonl_and_malformed_lines(tmp_path):
             {"text": "no label"}, {"text": "odd", "label": 7}]
     path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
     with pytest.raises(ValueError, match=r"data\.jsonl:3: not valid JSON"):
-        glue.read_examples(str(path), text_a="text", label="label", label_names=["0", "1"])
-    examples = glue.read_examples(str(path), text_a="text", label="label", label_names=["0", "1"],
-                                  errors="warn")
+        glue.read_classification_file(str(path), text_a="text", label="label",
+                                      label_names=["0", "1"])
+    examples = glue.read_classification_file(str(path), text_a="text", label="label",
+                                             label_names=["0", "1"], errors="warn")
     assert examples.text_a == ("good", "bad") and examples.label.tolist() == [1, 0]
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(rows[4]) + "\n")
     with pytest.raises(ValueError, match=r"bad\.jsonl:1: unknown label '7'"):
-        glue.read_examples(str(bad), text_a="text", label="label", label_names=["0", "1"])
+        glue.read_classification_file(str(bad), text_a="text", label="label",
+                                      label_names=["0", "1"])
 
 
 def test_generic_unlabelled_and_missing_columns(tmp_path):
     path = tmp_path / "test.csv"
     path.write_text("sentence\nhello\nworld\n")
-    examples = glue.read_examples(str(path), text_a="sentence")
+    examples = glue.read_classification_file(str(path), text_a="sentence")
     assert examples.label is None and examples.index == ("0", "1")
     with pytest.raises(ValueError, match=r"test\.csv:1: header has no column\(s\) 'label'"):
-        glue.read_examples(str(path), text_a="sentence", label="label")
+        glue.read_classification_file(str(path), text_a="sentence", label="label")
     bad = tmp_path / "short.csv"
     bad.write_text("a,b\n1,2\n3\n")
     with pytest.raises(ValueError, match=r"short\.csv:3: expected 2 fields, found 1"):
-        glue.read_examples(str(bad), text_a="a", text_b="b")
+        glue.read_classification_file(str(bad), text_a="a", text_b="b")
