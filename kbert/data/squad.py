@@ -73,7 +73,7 @@ class SquadExample:
     is_impossible: bool = False
 
 
-def split_words(text):
+def words_and_char_to_word(text):
     """Whitespace words of `text` and, per character, the index of its word.
 
     As run_squad.py `read_squad_examples`: a whitespace character maps to the word before it
@@ -147,7 +147,7 @@ def parse_squad(data, is_training, version_2_with_negative=False, source=None):
         for j, paragraph in enumerate(_field(article, "paragraphs", list, source, where)):
             where = f"data[{i}].paragraphs[{j}]"
             context = _field(paragraph, "context", str, source, where)
-            doc_tokens, char_to_word = split_words(context)
+            doc_tokens, char_to_word = words_and_char_to_word(context)
             for k, qa in enumerate(_field(paragraph, "qas", list, source, where)):
                 where = f"data[{i}].paragraphs[{j}].qas[{k}]"
                 _field(qa, "id", (str, int), source, where)

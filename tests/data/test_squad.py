@@ -133,7 +133,7 @@ def test_odd_whitespace_and_accents(tmp_path):
     # Tab, CR/LF, U+202F and repeated spaces split words; NBSP and U+2009 do not (Google's
     # is_whitespace), the basic tokenizer later splits them; accents are stripped.
     context = "Caf\u00e9\u00a0Noir\t opened\r\nin  1900\u202fin Z\u00fcrich\u2009city."
-    words, char_to_word = squad.split_words(context)
+    words, char_to_word = squad.words_and_char_to_word(context)
     assert words == ("Caf\u00e9\u00a0Noir", "opened", "in", "1900", "in",
                      "Z\u00fcrich\u2009city.")
     assert len(char_to_word) == len(context) and char_to_word[0] == 0
