@@ -113,7 +113,7 @@ def test_whole_word_masking_matches_googles_rule(generated, vocab_file):
         valid = records["masked_lm_weights"] > 0
         rows = np.nonzero(valid)[0]
         original[rows, records["masked_lm_positions"][valid]] = records["masked_lm_ids"][valid]
-        split_words = 0
+        partly_masked = 0
         for row in range(len(original)):
             masked = set(records["masked_lm_positions"][row][valid[row]].tolist())
             word_of, words = {}, 0
@@ -125,9 +125,9 @@ def test_whole_word_masking_matches_googles_rule(generated, vocab_file):
                     words += 1
                 word_of[i] = words
             masked_words = {word_of[i] for i in masked}
-            split_words += sum(1 for i, w in word_of.items() if w in masked_words
-                               and i not in masked)
-        assert split_words == 0
+            partly_masked += sum(1 for i, w in word_of.items() if w in masked_words
+                                 and i not in masked)
+        assert partly_masked == 0
 
 
 def test_googles_input_fn_parses_kbert_records(generated):

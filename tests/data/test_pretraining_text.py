@@ -71,8 +71,8 @@ def test_whole_word_spans_match_googles(generated, vocab_file):
     vocab = pretraining_data.load_vocab_tokens(vocab_file)
     is_continuation = np.array([t.startswith("##") for t in vocab])
     google, _, online = generated["wwm"]
-    assert split_words(online, vocab) == 0
-    assert split_words(generated["plain"][2], vocab) > 100  # without whole words: split
+    assert count_partly_masked_words(online, vocab) == 0
+    assert count_partly_masked_words(generated["plain"][2], vocab) > 100  # no whole words
     # Pieces per masked word (word-initial pieces among the predictions) as Google's.
     spans = [1 / (1 - is_continuation[r["masked_lm_ids"][r["masked_lm_weights"] > 0]].mean())
              for r in (google, online)]
@@ -102,7 +102,7 @@ def test_no_special_token_or_padding_is_predicted(generated, vocab_file, name):
     assert (np.diff(np.where(valid, positions, SEQ), axis=1) > 0)[valid[:, 1:]].all()
 
 
-def split_words(records, vocab):
+def count_partly_masked_words(records, vocab):
     """Words (a piece and its "##" pieces) with some but not all pieces predicted."""
     is_continuation = np.array([t.startswith("##") for t in vocab])
     special = {vocab.index("[CLS]"), vocab.index("[SEP]")}
