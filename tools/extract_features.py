@@ -23,7 +23,7 @@ from absl import logging
 
 import kbert
 from kbert import io
-from kbert.tasks import feature_extraction as features
+from kbert.tasks import feature_extraction
 
 _INPUT = flags.DEFINE_string("input_file", None, "UTF-8 text, one example per line.",
                              required=True)
@@ -34,7 +34,7 @@ _CONFIG = flags.DEFINE_string("bert_config_file", None, "Defaults to the one bes
 _VOCAB = flags.DEFINE_string("vocab_file", None, "Defaults to vocab.txt beside the ckpt.")
 _LOWER = flags.DEFINE_bool("do_lower_case", True, "Whether the model is uncased.")
 _LAYERS = flags.DEFINE_list("layers", ["-1", "-2", "-3", "-4"], "Layer indices for .jsonl.")
-_POOLING = flags.DEFINE_enum("pooling", None, sorted(features.POOLINGS),
+_POOLING = flags.DEFINE_enum("pooling", None, sorted(feature_extraction.POOLINGS),
                              "Sentence pooling; required for .npy output.")
 _MAX_SEQ = flags.DEFINE_integer("max_seq_length", 128, "Longer inputs are truncated.")
 _BATCH = flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
@@ -63,14 +63,14 @@ def main(argv):
             np.lib.format.write_array_header_1_0(
                 out, {"descr": "<f4", "fortran_order": False, "shape": (total, width)})
         layers = [-1] if as_npy else [int(i) for i in _LAYERS.value]  # npy: pooling only
-        results = features.extract(
-            encoder, tokenizer, features.read_examples(lines), layers,
+        results = feature_extraction.extract(
+            encoder, tokenizer, feature_extraction.read_examples(lines), layers,
             _POOLING.value, _MAX_SEQ.value, _BATCH.value)
         for count, result in enumerate(results, 1):
             if as_npy:
                 out.write(result["sentence_vector"].astype("<f4").tobytes())
             else:
-                out.write((features.to_google_json(result) + "\n").encode("utf-8"))
+                out.write((feature_extraction.to_google_json(result) + "\n").encode("utf-8"))
             progress.update(count)
     logging.info("Wrote %d examples to %s", total, os.path.abspath(_OUTPUT.value))
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import kbert
-from kbert.tasks import feature_extraction as features
+from kbert.tasks import feature_extraction
 from tests.conftest import TINY_CONFIG
 from tests.oracle import google_bert
 
@@ -51,9 +51,10 @@ def test_matches_google_extract_features(release):
     encoder = kbert.BertEncoder.from_google_checkpoint(str(release))
     tokenizer = kbert.FullTokenizer(str(release / "vocab.txt"), do_lower_case=True)
     with open(release / "input.txt") as f:
-        ours = [json.loads(features.to_google_json(r)) for r in features.extract(
-            encoder, tokenizer, features.read_examples(f), LAYERS, max_seq_length=SEQ,
-            batch_size=2)]
+        results = feature_extraction.extract(
+            encoder, tokenizer, feature_extraction.read_examples(f), LAYERS, max_seq_length=SEQ,
+            batch_size=2)
+        ours = [json.loads(feature_extraction.to_google_json(r)) for r in results]
     assert len(ours) == len(golden) == len(LINES)
     for mine, theirs in zip(ours, golden, strict=True):
         assert mine["linex_index"] == theirs["linex_index"]
@@ -68,8 +69,8 @@ def test_matches_google_extract_features(release):
 def test_poolings(release, tiny_config):
     encoder = kbert.BertEncoder.from_google_checkpoint(str(release))
     tokenizer = kbert.FullTokenizer(str(release / "vocab.txt"), do_lower_case=True)
-    examples = list(features.read_examples(LINES))
-    tokens, ids, segments = features.featurize(tokenizer, examples[1], SEQ)
+    examples = list(feature_extraction.read_examples(LINES))
+    tokens, ids, segments = feature_extraction.featurize(tokenizer, examples[1], SEQ)
     single = encoder({"token_ids": np.array([ids], "int32"),
                       "segment_ids": np.array([segments], "int32"),
                       "padding_mask": np.ones((1, len(ids)), "int32")})
@@ -84,8 +85,8 @@ def test_poolings(release, tiny_config):
     }
     for pooling, want in expected.items():
         # Batched with a longer and a shorter example, so padding must be masked out.
-        results = list(features.extract(encoder, tokenizer, examples[:3], [-1], pooling,
-                                        max_seq_length=SEQ, batch_size=3))
+        results = list(feature_extraction.extract(encoder, tokenizer, examples[:3], [-1], pooling,
+                                                  max_seq_length=SEQ, batch_size=3))
         np.testing.assert_allclose(results[1]["sentence_vector"], want, atol=1e-5,
                                    err_msg=pooling)
 
@@ -94,9 +95,9 @@ def test_bad_arguments(release):
     encoder = kbert.BertEncoder.from_google_checkpoint(str(release))
     tokenizer = kbert.FullTokenizer(str(release / "vocab.txt"), do_lower_case=True)
     with pytest.raises(ValueError, match="pooling must be one of"):
-        next(features.extract(encoder, tokenizer, [], pooling="max"))
+        next(feature_extraction.extract(encoder, tokenizer, [], pooling="max"))
     with pytest.raises(ValueError, match="layer index -3 out of range for 2 layers"):
-        next(features.extract(encoder, tokenizer, [], layers=[-3]))
+        next(feature_extraction.extract(encoder, tokenizer, [], layers=[-3]))
 
 
 def test_tool_writes_npy_and_jsonl(release, tmp_path):
@@ -121,19 +122,20 @@ def test_texts_in_the_preprocessor_convention(release):
     """A list is a batch, a tuple of two lists is pairs, a str is one text; others fail."""
     encoder = kbert.BertEncoder.from_google_checkpoint(str(release))
     tokenizer = kbert.FullTokenizer(str(release / "vocab.txt"), do_lower_case=True)
-    examples = list(features.read_examples(LINES[:2]))  # a single text, then a pair
-    expected = list(features.extract(encoder, tokenizer, examples, [-1], "mean",
-                                     max_seq_length=SEQ))
+    examples = list(feature_extraction.read_examples(LINES[:2]))  # a single text, then a pair
+    expected = list(feature_extraction.extract(encoder, tokenizer, examples, [-1], "mean",
+                                               max_seq_length=SEQ))
     texts_a = [e.text_a for e in examples]
     texts_b = [e.text_b or "" for e in examples]
     for texts in ([texts_a[0]], texts_a[0], (texts_a, texts_b)):
-        got = list(features.extract(encoder, tokenizer, texts, [-1], "mean",
-                                    max_seq_length=SEQ))
+        got = list(feature_extraction.extract(encoder, tokenizer, texts, [-1], "mean",
+                                              max_seq_length=SEQ))
         assert len(got) == (2 if isinstance(texts, tuple) else 1)
         for mine, theirs in zip(got, expected, strict=False):
             assert mine["tokens"] == theirs["tokens"]
             np.testing.assert_allclose(mine["sentence_vector"], theirs["sentence_vector"],
                                        atol=1e-6)
-    assert features.examples_from_texts(("a", "b")) == [features.Example(0, "a", "b")]
+    assert feature_extraction.examples_from_texts(("a", "b")) == [
+        feature_extraction.Example(0, "a", "b")]
     with pytest.raises(ValueError, match="extract: got a list of tuple"):
-        next(features.extract(encoder, tokenizer, [("a", "b")], [-1]))
+        next(feature_extraction.extract(encoder, tokenizer, [("a", "b")], [-1]))
