@@ -182,7 +182,7 @@ def worker_output_dir(output_dir, strategy):
     return os.path.join(output_dir, f"{resolver.task_type}_{resolver.task_id}")
 
 
-def load_model(path, mixed_precision="float32"):
+def load_in_precision(path, mixed_precision="float32"):
     """`keras.saving.load_model(path)` in `mixed_precision`, whatever policy it was saved in.
 
     A `.keras` file records the dtype policy of each model it holds; when that differs, the

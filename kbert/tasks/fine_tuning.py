@@ -196,7 +196,7 @@ def resolve_init(path, vocab_file=None, bert_config_file=None):
 
 def load_keras_model(path, expected_type, mixed_precision="float32"):
     """Loads a recipe's `.keras` model in `mixed_precision`; checks it is `expected_type`."""
-    model = distribution.load_model(path, mixed_precision)
+    model = distribution.load_in_precision(path, mixed_precision)
     if not isinstance(model, expected_type):
         raise ValueError(f"{path}: expected a {expected_type.__name__}, got "
                          f"{type(model).__name__}")

@@ -58,7 +58,7 @@ def build_model(init_checkpoint=None, bert_config_file=None, allow_null=False,
             "float32".
     """
     if init_checkpoint and init_checkpoint.endswith(".keras"):
-        model = distribution.load_model(init_checkpoint, mixed_precision)
+        model = distribution.load_in_precision(init_checkpoint, mixed_precision)
         if model.allow_null != allow_null:
             raise ValueError(f"{init_checkpoint}: allow_null is {model.allow_null}; this run "
                              f"needs {allow_null} (version_2_with_negative)")

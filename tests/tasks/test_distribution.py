@@ -237,9 +237,9 @@ def test_load_model_in_another_precision(tmp_path):
     model = BertClassifier(BertEncoder(**TINY), 2)
     model.save(tmp_path / "model.keras")
     inputs = _inputs()
-    same = distribution.load_model(str(tmp_path / "model.keras"))
+    same = distribution.load_in_precision(str(tmp_path / "model.keras"))
     assert same.dtype_policy.name == "float32"
-    mixed = distribution.load_model(str(tmp_path / "model.keras"), "mixed_bfloat16")
+    mixed = distribution.load_in_precision(str(tmp_path / "model.keras"), "mixed_bfloat16")
     assert isinstance(mixed, BertClassifier) and mixed.dtype_policy.name == "mixed_bfloat16"
     assert mixed.encoder.transformer_layers[0].compute_dtype == "bfloat16"
     # bfloat16 keeps 8 bits of mantissa: the logits agree to about 1%.
