@@ -232,7 +232,7 @@ def test_pretrainer_outputs_are_float32_under_mixed_precision():
         "mlm_logits": "float32", "nsp_logits": "float32"}
 
 
-def test_load_model_in_another_precision(tmp_path):
+def test_load_in_another_precision(tmp_path):
     keras.utils.set_random_seed(0)
     model = BertClassifier(BertEncoder(**TINY), 2)
     model.save(tmp_path / "model.keras")
