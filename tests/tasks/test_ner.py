@@ -10,6 +10,7 @@ from kbert.data import conll
 from kbert.models.tagger import BertTokenClassifier
 from kbert.tasks import ner
 from kbert.tasks import ner_metrics
+from tests.tasks.test_glue import assert_google_checkpoint
 from tests.tasks.test_glue import assert_kept_epoch
 from tests.tasks.test_glue import scripted_dev_scores
 
@@ -72,6 +73,10 @@ def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
     assert json.loads((out / "eval_results.json").read_text())["dev"]["f1"] == dev["f1"]
     test_lines = (out / "test_predictions.txt").read_text().strip().split("\n\n")
     assert len(test_lines) == 5 and test_lines[0].splitlines()[0].startswith("SOCCER O ")
+    # The tagger in Google's format too (kbert's `cls/ner/*` layout, issue 20).
+    n = len(train["labels"])
+    assert_google_checkpoint(out, {"cls/ner/output_weights": (n, 12), "cls/ner/output_bias": (n,)},
+                             lambda path: BertTokenClassifier.from_google_checkpoint(path, n))
     # Evaluating again later reads output_dir/model.keras, labels.txt and vocab.txt.
     again = ner.run_ner(config(out, do_eval=True))
     assert again["eval"]["dev"]["f1"] == dev["f1"]
@@ -88,6 +93,12 @@ def test_crf_on_two_column_bmes_data(tiny_google_dir, tmp_path):
     model = keras.saving.load_model(str(tmp_path / "model.keras"))
     assert model.use_crf and model.num_labels == len(results["train"]["labels"])
     assert results["eval"]["dev"]["sentences"] == 3
+    n = model.num_labels
+    assert_google_checkpoint(tmp_path, {
+        "cls/ner/output_weights": (n, 12), "cls/ner/output_bias": (n,),
+        "cls/ner/crf/transitions": (n, n), "cls/ner/crf/start_transitions": (n,),
+        "cls/ner/crf/end_transitions": (n,)},
+        lambda path: BertTokenClassifier.from_google_checkpoint(path, n, use_crf=True))
 
 
 def test_config_validation(tiny_google_dir, tmp_path):
