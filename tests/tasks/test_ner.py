@@ -6,6 +6,7 @@ import os
 import keras
 import pytest
 
+import kbert
 from kbert.data import conll
 from kbert.models.tagger import BertTokenClassifier
 from kbert.tasks import ner
@@ -141,3 +142,24 @@ def test_one_epoch_scores_dev_once(tiny_google_dir, tmp_path, monkeypatch):
     predicted = [[line.split()[2] for line in block.splitlines()] for block in written]
     gold = [[line.split()[1] for line in block.splitlines()] for block in written]
     assert ner_metrics.entity_scores(gold, predicted)["f1"] == results["eval"]["dev"]["f1"]
+
+
+def test_document_context_and_overlapping_windows(tiny_google_dir, tmp_path):
+    results = ner.run_ner(config(tmp_path, init_checkpoint=tiny_google_dir, do_train=True,
+                                 do_eval=True, do_predict=True, evaluate_every_epoch=False,
+                                 document_context=True, window_stride=5))
+    train = results["train"]
+    assert train["document_context"] and train["window_stride"] == 5
+    # The longer sentences of the fixture take overlapping windows: more than consecutive.
+    consecutive = conll.featurize(conll.read_ner_file(os.path.join(FIXTURES, "train.txt")),
+                                  kbert.FullTokenizer(os.path.join(tiny_google_dir,
+                                                                   "vocab.txt")), 16)
+    assert train["windows"] > len(consecutive)
+    # One prediction per word of every target sentence, no more.
+    for split, path in (("dev", "dev.txt"), ("test", "test.txt")):
+        gold = conll.read_ner_file(os.path.join(FIXTURES, path))
+        written = (tmp_path / f"{split}_predictions.txt").read_text().strip().split("\n\n")
+        assert [[line.split()[0] for line in block.splitlines()] for block in written] == [
+            list(s.words) for s in gold]
+    with pytest.raises(ValueError, match=r"window_stride must be in \[1, max_seq_length - 2"):
+        config(tmp_path, do_train=True, window_stride=15)
