@@ -322,8 +322,8 @@ def featurize(sentences, tokenizer, max_seq_length, label_map=None, batch_size=8
             left, right = [], []
             if document_context and len(bounds) == 1:
                 left, right = _context(words_of, documents, sentence_id, capacity - sum(counts))
-            tokens, labels, weights, index = [cls_id, *left], [0] * (len(left) + 1), [
-                0.0] * (len(left) + 1), [-1] * (len(left) + 1)
+            head = len(left) + 1  # [CLS] and the left context: never labelled or predicted
+            tokens, labels, weights, index = [cls_id, *left], [0] * head, [0.0] * head, [-1] * head
             for i in range(first, end):
                 tokens += words[i]
                 labels += [label_ids[i]] + [0] * (len(words[i]) - 1)

@@ -411,8 +411,10 @@ def _run_squad(config, strategy):
         run_manifest.finish_training(config)
     if config.do_predict:
         # The kept epoch's dev predictions when they were the last ones made in training.
-        predictions = dev_scores and dev_scores.outputs_of(results["train"].get("kept_epoch"))
-        predictions = predictions or predict(model)
+        predictions = (dev_scores.outputs_of(results["train"].get("kept_epoch"))
+                       if dev_scores is not None else None)
+        if predictions is None:
+            predictions = predict(model)
         squad_postprocess.write_predictions(predictions, output_dir)
         if has_answers:
             results["eval"] = evaluate(predictions)
