@@ -163,3 +163,18 @@ def test_document_context_and_overlapping_windows(tiny_google_dir, tmp_path):
             list(s.words) for s in gold]
     with pytest.raises(ValueError, match=r"window_stride must be in \[1, max_seq_length - 2"):
         config(tmp_path, do_train=True, window_stride=15)
+
+
+def test_document_context_without_docstart_is_one_document(tmp_path, caplog):
+    resume = os.path.join(FIXTURES, "resume.char.bmes")
+    run = config(tmp_path, train_file=resume, data_format="two_column", do_train=True,
+                 document_context=True)
+    with caplog.at_level("WARNING"):
+        sentences = run.read(resume)
+    assert {s.document for s in sentences} == {0}
+    assert "one document (no -DOCSTART- lines" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        config(tmp_path, do_train=True, document_context=True).read(
+            os.path.join(FIXTURES, "train.txt"))  # one -DOCSTART-, at the top: one document
+    assert "one document" in caplog.text

@@ -193,3 +193,21 @@ def test_the_last_epoch_is_kept_on_request(tiny, tmp_path, monkeypatch):
     kept = keras.saving.load_model(str(tmp_path / "out" / "model.keras"))
     for saved, expected in zip(kept.get_weights(), snapshots[1], strict=True):
         np.testing.assert_allclose(saved, expected, atol=1e-7)
+
+
+def test_an_interrupted_run_keeps_the_best_epoch_of_both_parts(tiny, tmp_path, monkeypatch):
+    snapshots = scripted_dev_scores(monkeypatch, [60.0, 40.0])
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise KeyboardInterrupt
+
+    run = recipe_config(tmp_path, tiny, num_train_epochs=2)
+    with monkeypatch.context() as patch:  # killed after epoch 1 (scored and backed up)
+        patch.setattr(keras.callbacks, "TensorBoard", lambda *a, **k: Interrupt())
+        with pytest.raises(KeyboardInterrupt):
+            squad.run_squad(run)
+    results = squad.run_squad(run)
+    assert results["train"]["start_step"] == 5 and len(snapshots) == 2
+    assert (results["train"]["best_epoch"], results["train"]["kept_epoch"]) == (1, 1)
+    assert_kept_epoch(tmp_path / "out", snapshots, 1, BertSpanLabeler)
