@@ -74,8 +74,9 @@ class FineTuningFlags:
                 "warmup_proportion", 0.1, "Fraction of steps of linear warm-up."),
             **{step: flags.DEFINE_bool(step, False, d[f"{step}_help"]) for step in steps},
             "keep_best_epoch": flags.DEFINE_bool(
-                "keep_best_epoch", True, "With --do_eval, score the dev set after every epoch "
-                "and save the best epoch; --nokeep_best_epoch saves the last one."),
+                "keep_best_epoch", True, "With a dev set (--do_eval; run_squad: a --predict_file "
+                "with answers and more than one epoch), score it after every epoch and save "
+                "the best epoch; --nokeep_best_epoch saves the last one."),
             "overwrite_output_dir": flags.DEFINE_bool(
                 "overwrite_output_dir", False, "Start over in an --output_dir that holds "
                 "another run, or a finished one."),

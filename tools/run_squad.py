@@ -4,7 +4,10 @@
 interruption; other flags need --overwrite_output_dir) and writes to --output_dir: model.keras,
 vocab.txt, bert_config.json, export_settings.json, train_results.json. --do_predict writes
 predictions.json, nbest_predictions.json and, with --version_2_with_negative, null_odds.json;
-when --predict_file has answers, eval_results.txt/.json hold the official EM and F1.
+when --predict_file has answers, eval_results.txt/.json hold the official EM and F1, and a
+run of more than one epoch scores it after every epoch and saves the epoch with the best F1
+(--nokeep_best_epoch: the last). The output dir is also a Google checkpoint (bert_model.ckpt
+with run_squad.py's cls/squad head).
 --init_checkpoint is a Google checkpoint (release or run_squad.py output) or a .keras file.
 
   python tools/run_squad.py --do_train --do_predict --init_checkpoint=uncased_L-12_H-768_A-12 \\

@@ -3,7 +3,7 @@
 Two formats of one word per line, sentences separated by blank lines:
     conll       CoNLL-2003: `word POS chunk NER` (any number of columns, the same in every
                 line of a file: the word first, the entity label last). `-DOCSTART-` lines
-                end a document and are skipped.
+                start a new document (`Sentence.document`) and are skipped.
     two_column  `token label`, e.g. character-level Chinese NER (ResumeNER's `*.char.bmes`).
 
 Labels are converted to BIO (IOB2) when read, so that training, decoding and scoring see one
@@ -11,8 +11,9 @@ scheme: IOB1 (CoNLL-2003's own files, where `I-` starts an entity unless it foll
 the same type) becomes `B-` at every entity start, and BMES/BIOES (`M-`, `E-` = inside,
 `S-` = single) becomes `I-` and `B-`. See `to_bio`.
 
-`featurize` aligns words with word-pieces (the worked example is in its docstring), splits
-long sentences into windows and packs them as model inputs; `training_dataset` and
+`featurize` aligns words with word-pieces (the worked examples are in its docstring), splits
+long sentences into consecutive or overlapping windows, optionally fills windows with the
+sentence's document context, and packs them as model inputs; `training_dataset` and
 `inference_dataset` batch them, and `word_labels` maps predictions back to one label per
 original word.
 """
@@ -43,12 +44,15 @@ class Sentence:
         labels: tuple of str. One BIO label per word.
         path: str. The file it was read from.
         lines: tuple of int. The 1-based line number of each word.
+        document: int. Its document in `path`: sentences between two `-DOCSTART-` lines
+            share one number (a file without them is one document). Defaults to 0.
     """
 
     words: tuple
     labels: tuple
     path: str = "<memory>"
     lines: tuple = ()
+    document: int = 0
 
     def location(self, i=0):
         """`file:line` of word `i`."""
@@ -77,11 +81,12 @@ def read_ner_file(path, data_format="conll", tag_scheme="auto"):
     if tag_scheme not in TAG_SCHEMES:
         raise ValueError(f"tag_scheme must be one of {sorted(TAG_SCHEMES)}, got {tag_scheme!r}")
     allowed = TAG_SCHEMES[tag_scheme]
-    sentences, words, labels, lines, width = [], [], [], [], None
+    sentences, words, labels, lines, width, document = [], [], [], [], None, 0
 
     def flush():
         if words:
-            sentences.append(Sentence(tuple(words), tuple(to_bio(labels)), path, tuple(lines)))
+            sentences.append(Sentence(tuple(words), tuple(to_bio(labels)), path, tuple(lines),
+                                      document))
         words.clear(), labels.clear(), lines.clear()
 
     with open(path, encoding="utf-8-sig") as f:
@@ -92,6 +97,7 @@ def read_ner_file(path, data_format="conll", tag_scheme="auto"):
                 continue
             if fields[0] == DOCSTART:
                 flush()
+                document += bool(sentences)  # the first document starts at 0
                 continue
             if data_format == "two_column" and len(fields) != 2:
                 raise ValueError(f"{path}:{number}: expected 2 columns (token label), got "
@@ -178,13 +184,17 @@ class Windows(typing.NamedTuple):
     Attributes:
         features: dict of int32 `tf.RaggedTensor` [windows, (seq)]: token_ids, segment_ids,
             padding_mask.
-        label_ids: int32 `tf.RaggedTensor` [windows, (seq)]. The word's label id on its first
-            piece, 0 elsewhere.
+        label_ids: int32 `tf.RaggedTensor` [windows, (seq)]. The word's label id on the first
+            piece of each word of the window's sentence, 0 elsewhere.
         label_weights: float32 `tf.RaggedTensor` [windows, (seq)]. 1 on the first piece of
-            each word, 0 on later pieces, [CLS] and [SEP]: the loss and metric weights.
+            each word of the window's sentence; 0 on later pieces, document context, [CLS]
+            and [SEP]: the loss and metric weights.
+        word_index: int32 `tf.RaggedTensor` [windows, (seq)]. The index in its sentence of
+            the word predicted at this position: its first piece in the window where it has
+            the most context; -1 elsewhere.
         sentence_ids: np.ndarray of int [windows]. The sentence of each window.
         first_words: np.ndarray of int [windows]. Index in its sentence of the window's
-            first word.
+            first word (context not counted).
         lengths: np.ndarray of int [windows]. Pieces per window, [CLS] and [SEP] included.
         num_sentences: int. Sentences featurized.
     """
@@ -192,6 +202,7 @@ class Windows(typing.NamedTuple):
     features: dict
     label_ids: tf.RaggedTensor
     label_weights: tf.RaggedTensor
+    word_index: tf.RaggedTensor
     sentence_ids: np.ndarray
     first_words: np.ndarray
     lengths: np.ndarray
@@ -201,17 +212,18 @@ class Windows(typing.NamedTuple):
         return len(self.lengths)
 
 
-def featurize(sentences, tokenizer, max_seq_length, label_map=None, batch_size=8192):
+def featurize(sentences, tokenizer, max_seq_length, label_map=None, batch_size=8192, *,
+              window_stride=None, document_context=False):
     """Word-pieces of every word, label alignment, and windows of at most `max_seq_length`.
 
     Each word is tokenized on its own (`tokenizer.tokenize_ids` of the word as the file gives
     it), so words are never merged or split differently from the data. The word's label goes
     on its first piece; later pieces, `[CLS]` and `[SEP]` get weight 0, so they count in
     neither the loss nor the metric. A sentence whose pieces do not fit in `max_seq_length`
-    (with `[CLS]` and `[SEP]`) is split between words into consecutive windows, each packed
-    as `[CLS] pieces [SEP]`; every word is in exactly one window. With `max_seq_length=10`
-    (8 pieces a window), BERT's uncased vocabulary and labels {O: 0, B-PER: 1, I-PER: 2,
-    B-LOC: 3}:
+    (with `[CLS]` and `[SEP]`) is split between words into windows, each packed as
+    `[CLS] pieces [SEP]`: by default consecutive ones, every word in exactly one. With
+    `max_seq_length=10` (8 pieces a window), BERT's uncased vocabulary and labels
+    {O: 0, B-PER: 1, I-PER: 2, B-LOC: 3}:
 
         words      Koizumi            met   Jagdeep                in   Oslo    .
         labels     B-PER              O     B-PER                  O    B-LOC   O
@@ -227,6 +239,37 @@ def featurize(sentences, tokenizer, max_seq_length, label_map=None, batch_size=8
     "Koizumi" is three pieces and only `ko` carries B-PER; "in" does not fit in window 0
     (3 + 1 + 4 + 1 = 9 pieces > 8), so window 1 starts at word 3. The loss and the metric
     read only the weight-1 positions, and `word_labels` maps them back to words in order.
+
+    With `window_stride`, windows overlap: each starts at the first word at least
+    `window_stride` pieces after the previous window's start (never past the previous
+    window's end) and holds as many whole words as fit. Every window is labelled in full,
+    and each word is predicted from the window where it has the most context (the larger
+    min(pieces left of it, pieces right of it) + 0.01 * window pieces, the first on a tie, as
+    run_squad.py's `_check_is_max_context`). The sentence above with `window_stride=4`:
+
+        window 0 (pieces 0-7):   [CLS] ko ##iz ##umi met ja ##g ##dee ##p [SEP]
+        window 1 (pieces 4-10):  [CLS] ja ##g ##dee ##p in oslo . [SEP]
+        Jagdeep (piece 4): window 0 scores min(4, 3) + 0.08 = 3.08, window 1
+        min(0, 6) + 0.07 = 0.07, so it is predicted from window 0 (`word_index` 2 at
+        position 5 of window 0, -1 at position 1 of window 1); in, Oslo, . from window 1.
+
+    With `document_context`, a sentence that fits in a window is surrounded by the nearest
+    whole words of the sentences before and after it in the same document (`Sentence.path`
+    and `.document`), as many as fit, split evenly between the two sides (a side with less
+    text leaves its share to the other). Context pieces get label 0 and weight 0 and are
+    never predicted. With `max_seq_length=10` (8 pieces), the target "Oslo ." (2 pieces)
+    between "He met Jagdeep ." and "It rained ." of one document has 6 pieces for context,
+    3 a side; the right side needs only 3 (it rained .), so the left may take 3. Whole words
+    from the target outward: "." fits, "Jagdeep" (4 pieces) does not; the right side then
+    takes what is left (5), all of "It rained .":
+
+        pieces     [CLS]  .   oslo  .   it  rained  .  [SEP]
+        label_ids    0    0    3    0   0     0     0    0
+        weights      0    0    1    1   0     0     0    0
+        word_index  -1   -1    0    1  -1    -1    -1   -1
+
+    A sentence longer than a window gets no context (its own words are its context).
+
     A word the vocabulary cannot cover is one `[UNK]` piece carrying the word's label; a
     word that tokenizes to nothing (only characters BERT deletes, e.g. U+200B) is given one
     `[UNK]` piece too, so that every word gets a prediction. A single word with more pieces
@@ -239,6 +282,10 @@ def featurize(sentences, tokenizer, max_seq_length, label_map=None, batch_size=8
         label_map: dict of str -> int or None. Label ids; None gives label_ids 0 (for
             prediction). Every label must be in it.
         batch_size: int. Words per tokenizer call. Defaults to 8192.
+        window_stride: int or None. Pieces between the starts of overlapping windows of a
+            sentence longer than a window; None for consecutive windows. Defaults to None.
+        document_context: bool. Fill windows with the neighbouring sentences of the same
+            document. Defaults to False.
 
     Returns:
         `Windows`.
@@ -246,13 +293,13 @@ def featurize(sentences, tokenizer, max_seq_length, label_map=None, batch_size=8
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be >= 3 ([CLS] piece [SEP]), got "
                          f"{max_seq_length}")
+    if window_stride is not None and window_stride < 1:
+        raise ValueError(f"window_stride must be >= 1 piece, got {window_stride}")
     capacity = max_seq_length - 2
     cls_id, sep_id, unk_id = (tokenizer.vocab[t] for t in ("[CLS]", "[SEP]", "[UNK]"))
     pieces = _word_pieces([w for s in sentences for w in s.words], tokenizer, batch_size)
-    token_rows, label_rows, weight_rows, sentence_ids, first_words = [], [], [], [], []
-    long_words, split_sentences, cursor = [], 0, 0
-    for sentence_id, sentence in enumerate(sentences):
-        label_ids = _label_ids(sentence, label_map)
+    long_words, words_of, cursor = [], [], 0
+    for sentence in sentences:
         words = []
         for i in range(len(sentence.words)):
             word = pieces[cursor + i] or [unk_id]
@@ -261,52 +308,118 @@ def featurize(sentences, tokenizer, max_seq_length, label_map=None, batch_size=8
                 word = word[:capacity]
             words.append(word)
         cursor += len(sentence.words)
-        bounds = _window_bounds([len(word) for word in words], capacity)
+        words_of.append(words)
+    documents = [(s.path, s.document) for s in sentences]
+    rows = {key: [] for key in ("tokens", "labels", "weights", "words")}
+    sentence_ids, first_words, split_sentences = [], [], 0
+    for sentence_id, (sentence, words) in enumerate(zip(sentences, words_of, strict=True)):
+        label_ids = _label_ids(sentence, label_map)
+        counts = [len(word) for word in words]
+        bounds = _window_bounds(counts, capacity, window_stride)
         split_sentences += len(bounds) > 1
-        for first, end in bounds:
-            tokens, labels, weights = [cls_id], [0], [0.0]
-            for word, label in zip(words[first:end], label_ids[first:end], strict=True):
-                tokens += word
-                labels += [label] + [0] * (len(word) - 1)
-                weights += [1.0] + [0.0] * (len(word) - 1)
-            token_rows.append(tokens + [sep_id])
-            label_rows.append(labels + [0])
-            weight_rows.append(weights + [0.0])
+        best = _max_context_windows(counts, bounds)
+        for window, (first, end) in enumerate(bounds):
+            left, right = [], []
+            if document_context and len(bounds) == 1:
+                left, right = _context(words_of, documents, sentence_id, capacity - sum(counts))
+            head = len(left) + 1  # [CLS] and the left context: never labelled or predicted
+            tokens, labels, weights, index = [cls_id, *left], [0] * head, [0.0] * head, [-1] * head
+            for i in range(first, end):
+                tokens += words[i]
+                labels += [label_ids[i]] + [0] * (len(words[i]) - 1)
+                weights += [1.0] + [0.0] * (len(words[i]) - 1)
+                index += [i if best[i] == window else -1] + [-1] * (len(words[i]) - 1)
+            tail = len(right) + 1
+            rows["tokens"].append(tokens + right + [sep_id])
+            rows["labels"].append(labels + [0] * tail)
+            rows["weights"].append(weights + [0.0] * tail)
+            rows["words"].append(index + [-1] * tail)
             sentence_ids.append(sentence_id)
             first_words.append(first)
     if split_sentences:
         logging.info("%d of %d sentences are longer than max_seq_length=%d pieces and were "
-                     "split into windows", split_sentences, len(sentences), max_seq_length)
+                     "split into %s windows", split_sentences, len(sentences), max_seq_length,
+                     "overlapping" if window_stride else "consecutive")
     if long_words:
         logging.warning("%d word(s) have more pieces than a window holds (%d) and keep their "
                         "first %d: %s", len(long_words), capacity, capacity,
                         "; ".join(long_words[:5]))
-    lengths = np.array([len(row) for row in token_rows], np.int64)
+    lengths = np.array([len(row) for row in rows["tokens"]], np.int64)
 
     def ragged(rows, dtype):
         flat = np.fromiter((v for row in rows for v in row), dtype, count=int(lengths.sum()))
         return tf.RaggedTensor.from_row_lengths(flat, lengths)
 
-    token_ids = ragged(token_rows, np.int32)
+    token_ids = ragged(rows["tokens"], np.int32)
     features = {"token_ids": token_ids,
                 "segment_ids": tf.zeros_like(token_ids),
                 "padding_mask": tf.ones_like(token_ids)}
-    return Windows(features, ragged(label_rows, np.int32), ragged(weight_rows, np.float32),
+    return Windows(features, ragged(rows["labels"], np.int32),
+                   ragged(rows["weights"], np.float32), ragged(rows["words"], np.int32),
                    np.array(sentence_ids, np.int64), np.array(first_words, np.int64), lengths,
                    len(sentences))
 
 
-def _window_bounds(piece_counts, capacity):
-    """(first, end) word ranges of consecutive windows of at most `capacity` pieces; one
-    empty window for an empty sentence."""
-    bounds, first, used = [], 0, 0
-    for i, count in enumerate(piece_counts):
-        if used and used + count > capacity:
-            bounds.append((first, i))
-            first, used = i, 0
-        used += count
-    bounds.append((first, len(piece_counts)))
-    return bounds
+def _window_bounds(piece_counts, capacity, stride=None):
+    """(first, end) word ranges of the windows of one sentence, each of at most `capacity`
+    pieces (a single longer word alone): consecutive, or with `stride` overlapping (see
+    `featurize`); one empty window for an empty sentence."""
+    offsets = np.concatenate([[0], np.cumsum(piece_counts, dtype=np.int64)])
+    bounds, first = [], 0
+    while True:
+        end = first + 1
+        while end < len(piece_counts) and offsets[end + 1] - offsets[first] <= capacity:
+            end += 1
+        end = min(end, len(piece_counts))
+        bounds.append((first, end))
+        if end >= len(piece_counts):
+            return bounds
+        if stride is None:
+            first = end
+        else:  # the first word `stride` pieces on, but leave no word out
+            first = min(int(np.searchsorted(offsets, offsets[first] + stride)), end)
+
+
+def _max_context_windows(piece_counts, bounds):
+    """For each word of a sentence, the window (index into `bounds`) where it has the most
+    context, as run_squad.py `_check_is_max_context` scores it in pieces."""
+    offsets = np.concatenate([[0], np.cumsum(piece_counts, dtype=np.int64)])
+    best, score = [0] * len(piece_counts), [-1.0] * len(piece_counts)
+    for window, (first, end) in enumerate(bounds):
+        start, stop = offsets[first], offsets[end]
+        for i in range(first, end):
+            value = min(offsets[i] - start, stop - 1 - offsets[i]) + 0.01 * (stop - start)
+            if value > score[i]:
+                best[i], score[i] = window, value
+    return best
+
+
+def _context(words_of, documents, sentence_id, budget):
+    """(left, right) context pieces of a sentence: the nearest whole words of the sentences
+    of its document, at most `budget` pieces in all, split evenly (see `featurize`)."""
+    if budget <= 0:
+        return [], []
+    right_wanted = len(_side(words_of, documents, sentence_id, +1, budget))
+    left = _side(words_of, documents, sentence_id, -1, max(budget // 2, budget - right_wanted))
+    return left, _side(words_of, documents, sentence_id, +1, budget - len(left))
+
+
+def _side(words_of, documents, sentence_id, step, budget):
+    """Pieces of the nearest whole words on one side (`step` -1: before, +1: after) of a
+    sentence within its document, at most `budget`, in text order."""
+    taken, used, other = [], 0, sentence_id + step
+    while 0 <= other < len(words_of) and documents[other] == documents[sentence_id]:
+        for word in (words_of[other] if step > 0 else reversed(words_of[other])):
+            if used + len(word) > budget:
+                return _in_order(taken, step)
+            taken.append(word)
+            used += len(word)
+        other += step
+    return _in_order(taken, step)
+
+
+def _in_order(words, step):
+    return [piece for word in (words if step > 0 else reversed(words)) for piece in word]
 
 
 def _word_pieces(words, tokenizer, batch_size):
@@ -369,7 +482,7 @@ def word_labels(windows, predicted_ids, label_names, sentences):
     Args:
         windows: `Windows` of `sentences`.
         predicted_ids: list of int arrays, one per window (in `windows` order), each at
-            least as long as the window's pieces; read at the weight-1 positions.
+            least as long as the window's pieces; read where `windows.word_index` >= 0.
         label_names: sequence of str. Name of each label id.
         sentences: list of `Sentence`.
 
@@ -377,12 +490,13 @@ def word_labels(windows, predicted_ids, label_names, sentences):
         list (per sentence) of lists of str, one label per word.
     """
     out = [[None] * len(s.words) for s in sentences]
-    weights = windows.label_weights.to_list()
-    for window, (sentence, first) in enumerate(zip(windows.sentence_ids, windows.first_words,
-                                                   strict=True)):
-        positions = np.flatnonzero(np.asarray(weights[window]) > 0)
+    word_index = windows.word_index.to_list()
+    for window, sentence in enumerate(windows.sentence_ids):
+        index = np.asarray(word_index[window])
+        positions = np.flatnonzero(index >= 0)
         ids = np.asarray(predicted_ids[window])[positions]
-        out[sentence][first:first + len(ids)] = [label_names[int(i)] for i in ids]
+        for i, label_id in zip(index[positions], ids, strict=True):
+            out[sentence][i] = label_names[int(label_id)]
     missing = [sentences[s].location(i) for s, row in enumerate(out)
                for i, label in enumerate(row) if label is None]
     if missing:

@@ -1,6 +1,9 @@
 """In-graph NER serving: raw text -> whitespace words -> windows -> one label per word.
 
-The same alignment as `kbert.data.conll.featurize` and `word_labels`, in TensorFlow ops:
+The same alignment as `kbert.data.conll.featurize` (with its defaults) and `word_labels`, in
+TensorFlow ops. Each text is tagged alone, without document context (a model trained with
+`document_context` serves single texts without it), and a long text in consecutive windows,
+not `window_stride`'s overlapping ones:
 each word is tokenized on its own (a word with no pieces becomes one [UNK]; one with more
 pieces than a window holds keeps its first), a text whose pieces do not fit in
 `max_seq_length` is split between words into consecutive windows `[CLS] pieces [SEP]`, the

@@ -13,6 +13,7 @@ A recipe (`kbert.tasks.glue`, `ner`, `squad`) is a reader, a head and a metric; 
     write_outputs      the output layout every recipe shares:
 
         model.keras              weights and config only (no optimizer state)
+        bert_model.ckpt.*, checkpoint   the same weights, head included, in Google's format
         vocab.txt (+ added_tokens.txt), bert_config.json
         export_settings.json     what `tools/export_saved_model.py --model=OUTPUT_DIR` needs
         eval_results.txt/.json   `write_eval_results`; predictions beside them
@@ -411,19 +412,35 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
     if "examples" in result and seconds:
         result["examples_per_second"] = round(result["examples"] * epochs_run / seconds, 2)
     if best is not None:
-        dev_metric = result["dev_metric"] = dev_scores.metric
-        result["kept"] = "best" if config.keep_best_epoch else "last"
-        if best.best is not None:
-            result["best_epoch"], result[f"best_dev_{dev_metric}"] = (best.best["epoch"],
-                                                                      best.best["value"])
-        if config.keep_best_epoch and best.restore() is not None:
-            logging.info("keeping epoch %d of %d (best dev %s %.4f)", best.best["epoch"],
-                         epochs, dev_metric, best.best["value"])
-        result["kept_epoch"] = (result.get("best_epoch", epochs) if config.keep_best_epoch
-                                else epochs)
+        result.update(keep_epoch(best, config.keep_best_epoch, epochs))
     shutil.rmtree(backup_dir, ignore_errors=True)
     write_json(os.path.join(out, TRAIN_RESULTS_FILE), result)
     logging.info("Training done: %s", _brief(result))
+    return result
+
+
+def keep_epoch(best, keep_best_epoch, epochs):
+    """Ends training on the kept epoch: restores the best one's weights with
+    `keep_best_epoch`, else keeps the last.
+
+    Args:
+        best: `BestEpoch` of the run (its model is the trained model).
+        keep_best_epoch: bool.
+        epochs: int. Epochs of the run (the last one's number).
+
+    Returns:
+        dict for train_results.json: dev_metric, kept ("best" or "last"), kept_epoch and,
+        when an epoch was scored, best_epoch and best_dev_<metric>.
+    """
+    dev_metric = best.monitor.removeprefix("dev_")
+    result = {"dev_metric": dev_metric, "kept": "best" if keep_best_epoch else "last"}
+    if best.best is not None:
+        result["best_epoch"], result[f"best_dev_{dev_metric}"] = (best.best["epoch"],
+                                                                  best.best["value"])
+    if keep_best_epoch and best.restore() is not None:
+        logging.info("keeping epoch %d of %d (best dev %s %.4f)", best.best["epoch"], epochs,
+                     dev_metric, best.best["value"])
+    result["kept_epoch"] = result.get("best_epoch", epochs) if keep_best_epoch else epochs
     return result
 
 
@@ -431,16 +448,23 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
 
 
 def write_outputs(output_dir, model, vocab_file, export_settings):
-    """The shared output layout: model.keras, vocab.txt (+ added_tokens.txt),
-    bert_config.json and export_settings.json (keyword arguments of `export_saved_model`)."""
+    """The shared output layout: model.keras, bert_model.ckpt.* (+ `checkpoint`), vocab.txt
+    (+ added_tokens.txt), bert_config.json and export_settings.json (keyword arguments of
+    `export_saved_model`).
+
+    `bert_model.ckpt` is the model with its head in Google's layout
+    (`kbert.checkpoints.save_google_checkpoint`), weights only, so the output dir is also a
+    Google release directory: Google's run_classifier.py / run_squad.py and
+    `from_google_checkpoint` read it. Each file is written to a temporary name and renamed.
+    """
     save_model(model, os.path.join(output_dir, MODEL_FILE))
-    io.copy_file(vocab_file, os.path.join(output_dir, tf1.VOCAB_FILE))
+    # Also writes bert_config.json and the vocab.txt beside it.
+    tf1.save_google_checkpoint(model, os.path.join(output_dir, tf1.RELEASE_PREFIX),
+                               vocab_file=vocab_file)
     added = os.path.join(os.path.dirname(os.path.abspath(vocab_file)),
                          vocab_lib.ADDED_TOKENS_FILE)
     if os.path.exists(added):
         io.copy_file(added, os.path.join(output_dir, vocab_lib.ADDED_TOKENS_FILE))
-    with io.atomic_write(os.path.join(output_dir, tf1.CONFIG_FILE)) as f:
-        f.write(model.bert_config.to_json_string())
     write_json(os.path.join(output_dir, EXPORT_SETTINGS_FILE), export_settings)
 
 

@@ -2,7 +2,8 @@
 
 A `BertTokenClassifier` (optionally with a CRF) from a Google checkpoint, trained on a CoNLL or
 two-column file (`kbert.data.conll`: BIO labels, the label on each word's first piece, long
-sentences in windows) on the shared skeleton (`kbert.tasks.fine_tuning`: resumable fit, best
+sentences in consecutive or overlapping windows, optionally the document's neighbouring
+sentences as context) on the shared skeleton (`kbert.tasks.fine_tuning`: resumable fit, best
 epoch by dev entity F1, logs, output layout), and scored with entity-level F1 equal to
 seqeval's default (`kbert.tasks.ner_metrics`).
 
@@ -50,6 +51,15 @@ class NerConfig(fine_tuning.FineTuningConfig):
             all are converted to BIO. Defaults to "auto".
         use_crf: bool. A CRF output layer (Viterbi decoding) on a new tagger. Defaults False.
         max_train_sentences: int. Train on a seeded random subset of this many sentences.
+        document_context: bool. Fill each window with the neighbouring sentences of the same
+            document (`-DOCSTART-` lines split documents; a file without them is one
+            document, with a warning); labels, loss and predictions only on the target
+            sentence (`kbert.data.conll.featurize`). Serving (`export_saved_model`) tags
+            single texts, without context. Defaults to False.
+        window_stride: int or None. Sentences longer than a window are split into windows
+            whose starts are this many pieces apart (overlapping); each word is predicted
+            from the window where it has the most context. None: consecutive windows, as
+            serving splits long texts. Defaults to None.
         evaluate_every_epoch: bool. With a dev file, score it at the end of every training
             epoch (logged, in training_log.csv, and picks the best epoch). Defaults to True.
         eval_batch_size: int. Windows per batch. Defaults to 32.
@@ -62,6 +72,8 @@ class NerConfig(fine_tuning.FineTuningConfig):
     tag_scheme: str = "auto"
     use_crf: bool = False
     max_train_sentences: int | None = None
+    document_context: bool = False
+    window_stride: int | None = None
     evaluate_every_epoch: bool = True
     eval_batch_size: int = 32
 
@@ -77,6 +89,10 @@ class NerConfig(fine_tuning.FineTuningConfig):
         if self.tag_scheme not in conll.TAG_SCHEMES:
             raise ValueError(f"tag_scheme must be one of {sorted(conll.TAG_SCHEMES)}, got "
                              f"{self.tag_scheme!r}")
+        if self.window_stride is not None and not 0 < self.window_stride <= (
+                self.max_seq_length - 2):
+            raise ValueError(f"window_stride must be in [1, max_seq_length - 2 = "
+                             f"{self.max_seq_length - 2}] pieces, got {self.window_stride}")
 
     def data_files(self):
         """(flag, path) of every file the steps asked for read."""
@@ -86,7 +102,16 @@ class NerConfig(fine_tuning.FineTuningConfig):
             ("test_file", self.do_predict)) if wanted]
 
     def read(self, path):
-        return conll.read_ner_file(path, self.data_format, self.tag_scheme)
+        sentences = conll.read_ner_file(path, self.data_format, self.tag_scheme)
+        if self.document_context and len({s.document for s in sentences}) == 1:
+            logging.warning("%s: one document (no %s lines between sentences): with "
+                            "document_context every sentence's context is its neighbours "
+                            "in the file", path, conll.DOCSTART)
+        return sentences
+
+    def windows(self):
+        """Keyword arguments of `kbert.data.conll.featurize`: how sentences fill windows."""
+        return dict(window_stride=self.window_stride, document_context=self.document_context)
 
 
 def run_ner(config: NerConfig) -> dict:
@@ -148,7 +173,7 @@ def _run_ner(config, strategy):
             conll.unseen_labels(sentences, labels)
             predicted = reusable if split == "dev" and reusable is not None else predict_labels(
                 model, sentences, tokenizer, labels, config.max_seq_length,
-                config.eval_batch_size)
+                config.eval_batch_size, **config.windows())
             path = os.path.join(config.output_dir, f"{split}_predictions.txt")
             conll.write_predictions(path, sentences, predicted)
             results["predict"][split] = path
@@ -197,13 +222,15 @@ def train_tagger(model, config, sentences, labels, tokenizer, dev=None):
     """Fine-tunes `model` on `sentences`; returns (fit statistics, the dev predictions of the
     kept epoch when they were made during training, else None)."""
     label_map = {label: i for i, label in enumerate(labels)}
-    windows = conll.featurize(sentences, tokenizer, config.max_seq_length, label_map)
+    windows = conll.featurize(sentences, tokenizer, config.max_seq_length, label_map,
+                              **config.windows())
     dataset, steps = conll.training_dataset(windows, config.train_batch_size, seed=config.seed)
     # Every worker shuffles alike (seeded) and keeps its part of each global batch.
     dataset = distribution.shard_by_data(dataset)
     dev_scores = None
     if dev is not None and config.evaluate_every_epoch:
-        dev_windows = conll.featurize(dev, tokenizer, config.max_seq_length)
+        dev_windows = conll.featurize(dev, tokenizer, config.max_seq_length,
+                                      **config.windows())
 
         def score_dev(m):
             predicted = predict_windows(m, dev_windows, dev, labels, config.eval_batch_size)
@@ -217,12 +244,14 @@ def train_tagger(model, config, sentences, labels, tokenizer, dev=None):
     stats = fine_tuning.fit_and_record(model, dataset, steps, config, dev_scores=dev_scores, stats={
         "sentences": len(sentences), "windows": len(windows),
         "words": int(sum(len(s.words) for s in sentences)), "labels": list(labels),
-        "use_crf": model.use_crf, "mean_pieces_per_window": float(np.mean(windows.lengths))})
+        "use_crf": model.use_crf, **config.windows(),
+        "mean_pieces_per_window": float(np.mean(windows.lengths))})
     reusable = dev_scores.outputs_of(stats.get("kept_epoch")) if dev_scores else None
     return stats, reusable
 
 
-def predict_labels(model, sentences, tokenizer, labels, max_seq_length, batch_size=32):
+def predict_labels(model, sentences, tokenizer, labels, max_seq_length, batch_size=32,
+                   **options):
     """One predicted label per word of every sentence.
 
     Args:
@@ -232,11 +261,12 @@ def predict_labels(model, sentences, tokenizer, labels, max_seq_length, batch_si
         labels: sequence of str. The model's label names, in id order.
         max_seq_length: int. Pieces per window.
         batch_size: int. Windows per batch. Defaults to 32.
+        **options: `window_stride`, `document_context` of `kbert.data.conll.featurize`.
 
     Returns:
         list (per sentence) of lists of str.
     """
-    windows = conll.featurize(sentences, tokenizer, max_seq_length)
+    windows = conll.featurize(sentences, tokenizer, max_seq_length, **options)
     return predict_windows(model, windows, sentences, labels, batch_size)
 
 

@@ -9,6 +9,10 @@ Batches are cut to their longest window (rounded up to 16), and training batches
 from pools of 64 batches sorted by length, so little time goes to padding; the data order is a
 function of (seed, step), so a resumed run sees the batches it would have seen.
 
+When `predict_file` has answers and training runs more than one epoch, it is the dev set:
+scored (EM/F1) after every epoch, and the saved model is the epoch with the best F1
+(`keep_best_epoch`; else the last), as the GLUE and NER recipes keep theirs.
+
 `run_squad` runs on one device or several (`distribution_strategy`), in mixed precision if
 asked; see `kbert.tasks.distribution`. The batch sizes are global: split over the replicas.
 """
@@ -17,6 +21,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import time
 
 import keras
@@ -94,13 +99,18 @@ def training_batches(features, batch_size, seed=0, start_step=0, group_by_length
 def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
           learning_rate=5e-5, warmup_proportion=0.1, save_checkpoints_steps=1000, seed=12345,
           group_by_length=True, log_every_steps=50, callbacks=(), verbose=2, run_eagerly=False,
-          jit_compile=False):
+          jit_compile=False, dev_scores=None, keep_best_epoch=True):
     """Fine-tunes `model` with `model.fit`; resumes from `output_dir/backup` if it is there.
 
     Steps are `int(len(features) // batch_size * num_train_epochs)`, rounded up so that
     they split into equal parts of at most `save_checkpoints_steps`; each part is one Keras
     "epoch", after which `BackupAndRestore` saves weights, optimizer state and position. A
     rerun with the same arguments restores them and continues with the same batches.
+
+    With `dev_scores`, the parts are cut so that every epoch ends with one (an epoch is then
+    `len(features) // batch_size` steps rounded up to whole parts); the dev set is scored
+    after each epoch and after the last part, and the model ends with the weights of the best
+    epoch (`keep_best_epoch`) or of the last, as `kbert.tasks.fine_tuning.fit_and_record`.
 
     Args:
         model: `BertSpanLabeler`.
@@ -119,21 +129,31 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
         run_eagerly: bool. No tf.function (debugging, tiny models). Defaults to False.
         jit_compile: bool. XLA; it compiles once per batch width (up to seq / 16 widths),
             seconds each. Defaults to False.
+        dev_scores: `kbert.tasks.fine_tuning.DevScores` or None. Scores the dev set.
+        keep_best_epoch: bool. With `dev_scores`, end with the best epoch's weights.
+            Defaults to True.
 
     Returns:
         dict: `steps`, `steps_per_part`, `start_step`, `loss` (mean over the last part) and
-        `seconds`.
+        `seconds`; with `dev_scores` also `kbert.tasks.fine_tuning.keep_epoch`'s entries.
     """
-    steps_per_epoch = len(features) // batch_size
+    steps_per_epoch = max(1, len(features) // batch_size)
     wanted = max(1, int(steps_per_epoch * num_train_epochs))
-    parts = math.ceil(wanted / save_checkpoints_steps)
-    steps_per_part = math.ceil(wanted / parts)
+    if dev_scores is None:
+        parts = math.ceil(wanted / save_checkpoints_steps)
+        steps_per_part = math.ceil(wanted / parts)
+    else:
+        parts_per_epoch = math.ceil(steps_per_epoch / save_checkpoints_steps)
+        steps_per_part = math.ceil(steps_per_epoch / parts_per_epoch)
+        parts = math.ceil(wanted / steps_per_part)
     total = parts * steps_per_part
     with model.distribute_strategy.scope():  # optimizer variables beside the model's
         model.compile(optimizer=optimization.create_optimizer(
             learning_rate, total, int(total * warmup_proportion)), run_eagerly=run_eagerly,
             jit_compile=jit_compile)
-    backup = keras.callbacks.BackupAndRestore(os.path.join(output_dir, BACKUP_DIR))
+    backup_dir = os.path.join(output_dir, BACKUP_DIR)
+    # Kept at the end (deleted below): the best epoch's weights are in there too.
+    backup = keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False)
     backup.set_model(model)
     backup.on_train_begin()  # restore now, so the data stream can start where it stopped
     start = distribution.global_step(model)
@@ -151,14 +171,45 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
                  steps_per_part, len(features), batch_size)
     began = time.time()
     extra = [_StepLogger(log_every_steps, batch_size)] if log_every_steps else []
+    best = None
+    if dev_scores is not None:
+        best = fine_tuning.BestEpoch(backup_dir, f"dev_{dev_scores.metric}")
+        # Before the backup: a backup of epoch N always comes with the best of epochs 1..N.
+        extra.insert(0, _AtEpochEnds([dev_scores, best], parts_per_epoch, parts))
     history = model.fit(dataset, epochs=parts, steps_per_epoch=steps_per_part,
                         initial_epoch=start // steps_per_part,
-                        callbacks=[backup, *extra, *fine_tuning.recording_callbacks(output_dir),
-                                   *callbacks], verbose=verbose,
-                        shuffle=False)  # the stream is already shuffled
+                        callbacks=[*extra[:1], backup, *extra[1:],
+                                   *fine_tuning.recording_callbacks(output_dir), *callbacks],
+                        verbose=verbose, shuffle=False)  # the stream is already shuffled
     losses = history.history.get("loss") or [float("nan")]
-    return {"steps": total, "steps_per_part": steps_per_part, "start_step": start,
-            "loss": float(losses[-1]), "seconds": time.time() - began}
+    result = {"steps": total, "steps_per_part": steps_per_part, "start_step": start,
+              "loss": float(losses[-1]), "seconds": time.time() - began}
+    if best is not None:
+        result.update(fine_tuning.keep_epoch(best, keep_best_epoch,
+                                             math.ceil(parts / parts_per_epoch)))
+    shutil.rmtree(backup_dir, ignore_errors=True)
+    return result
+
+
+class _AtEpochEnds(keras.callbacks.Callback):
+    """Runs `callbacks`' `on_epoch_end` after the parts that end an epoch and after the last
+    part, with the epoch's index (a part is one Keras epoch; see `train`)."""
+
+    def __init__(self, callbacks, parts_per_epoch, parts):
+        super().__init__()
+        self.callbacks, self.parts_per_epoch, self.parts = callbacks, parts_per_epoch, parts
+
+    def set_model(self, model):
+        super().set_model(model)
+        for callback in self.callbacks:
+            callback.set_model(model)
+
+    def on_epoch_end(self, part, logs=None):
+        if (part + 1) % self.parts_per_epoch and part + 1 != self.parts:
+            return
+        epoch = math.ceil((part + 1) / self.parts_per_epoch) - 1
+        for callback in self.callbacks:
+            callback.on_epoch_end(epoch, logs)
 
 
 class _StepLogger(keras.callbacks.Callback):
@@ -292,7 +343,8 @@ def _run_squad(config, strategy):
             config, source, config.data_files()))
     model = build_model(path, config.bert_config_file, config.version_2_with_negative,
                         config.mixed_precision)
-    fine_tuning.check_loaded_model(config, model, source)
+    if source is not None:  # else a model from scratch, on bert_config_file
+        fine_tuning.check_loaded_model(config, model, source)
     tokenizer = FullTokenizer(vocab_file, do_lower_case=config.do_lower_case)
     featurize = dict(tokenizer=tokenizer, max_seq_length=config.max_seq_length,
                      doc_stride=config.doc_stride, max_query_length=config.max_query_length,
@@ -302,6 +354,36 @@ def _run_squad(config, strategy):
     config = dataclasses.replace(config, output_dir=output_dir)
     os.makedirs(output_dir, exist_ok=True)
     results = {}
+    has_answers = config.do_predict and any(
+        qa.get("answers") for a in dataset["data"] for p in a["paragraphs"] for qa in p["qas"])
+    if config.do_predict:
+        predict_features = squad_data.convert_examples_to_features(
+            predict_examples, is_training=False, **featurize)
+
+    def predict(m):
+        began = time.time()
+        start_logits, end_logits = predict_logits(m, predict_features, config.predict_batch_size)
+        logging.info("%s: predicted %d windows of %d examples in %.1f s", config.predict_file,
+                     len(predict_features), len(predict_examples), time.time() - began)
+        return squad_postprocess.postprocess(
+            predict_examples, predict_features, start_logits, end_logits,
+            squad_postprocess.basic_tokenizer_for(tokenizer),
+            n_best_size=config.n_best_size, max_answer_length=config.max_answer_length,
+            version_2_with_negative=config.version_2_with_negative,
+            null_score_diff_threshold=config.null_score_diff_threshold)
+
+    def evaluate(predictions):
+        return squad_metrics.evaluate(dataset, predictions.predictions,
+                                      config.version_2_with_negative, predictions.null_odds)
+
+    def score_dev(m):
+        predictions = predict(m)
+        return evaluate(predictions), predictions
+
+    # With answers, the predict file is the dev set: scored after every epoch to keep the best.
+    dev_scores = None
+    if config.do_train and has_answers and config.num_train_epochs > 1:
+        dev_scores = fine_tuning.DevScores(score_dev, "f1")
     if config.do_train:
         examples = train_examples
         features = squad_data.convert_examples_to_features(examples, is_training=True,
@@ -317,7 +399,8 @@ def _run_squad(config, strategy):
             num_train_epochs=config.num_train_epochs, learning_rate=config.learning_rate,
             warmup_proportion=config.warmup_proportion,
             save_checkpoints_steps=config.save_checkpoints_steps, seed=config.seed,
-            jit_compile=config.jit_compile)
+            jit_compile=config.jit_compile, dev_scores=dev_scores,
+            keep_best_epoch=config.keep_best_epoch)
         results["train"].update(examples=len(examples), windows=len(features))
         fine_tuning.write_outputs(output_dir, model, vocab_file, {
             "do_lower_case": config.do_lower_case, "max_seq_length": config.max_seq_length,
@@ -327,29 +410,19 @@ def _run_squad(config, strategy):
         _write_json(os.path.join(output_dir, fine_tuning.TRAIN_RESULTS_FILE), results["train"])
         run_manifest.finish_training(config)
     if config.do_predict:
-        examples = predict_examples
-        features = squad_data.convert_examples_to_features(examples, is_training=False,
-                                                           **featurize)
-        began = time.time()
-        start_logits, end_logits = predict_logits(model, features, config.predict_batch_size)
-        logging.info("%s: predicted %d windows of %d examples in %.1f s", config.predict_file,
-                     len(features), len(examples), time.time() - began)
-        predictions = squad_postprocess.postprocess(
-            examples, features, start_logits, end_logits,
-            squad_postprocess.basic_tokenizer_for(tokenizer),
-            n_best_size=config.n_best_size, max_answer_length=config.max_answer_length,
-            version_2_with_negative=config.version_2_with_negative,
-            null_score_diff_threshold=config.null_score_diff_threshold)
+        # The kept epoch's dev predictions when they were the last ones made in training.
+        predictions = (dev_scores.outputs_of(results["train"].get("kept_epoch"))
+                       if dev_scores is not None else None)
+        if predictions is None:
+            predictions = predict(model)
         squad_postprocess.write_predictions(predictions, output_dir)
-        if any(qa.get("answers") for a in dataset["data"] for p in a["paragraphs"]
-               for qa in p["qas"]):
-            results["eval"] = squad_metrics.evaluate(
-                dataset, predictions.predictions, config.version_2_with_negative,
-                predictions.null_odds)
+        if has_answers:
+            results["eval"] = evaluate(predictions)
             logging.info("%s: %s", config.predict_file, json.dumps(results["eval"]))
             # Top-level keys, as the official evaluation script prints them.
-            fine_tuning.write_eval_results(output_dir, {}, distribution.global_step(model),
-                                           **results["eval"])
+            fine_tuning.write_eval_results(
+                output_dir, {}, distribution.global_step(model), **results["eval"],
+                **fine_tuning.kept_epoch_summary(results.get("train")))
     return results
 
 

@@ -218,3 +218,127 @@ def test_write_predictions(tmp_path):
     path = tmp_path / "out" / "predictions.txt"
     conll.write_predictions(str(path), sentences, [["B-ORG", "B-PER"], ["O"]])
     assert path.read_text() == "EU B-ORG B-ORG\nrejects O B-PER\n\nPeter B-PER O\n\n"
+
+
+def test_overlapping_windows_are_the_docstring_example(bert_tokenizer):
+    sentence = conll.Sentence(("Koizumi", "met", "Jagdeep", "in", "Oslo", "."),
+                              ("B-PER", "O", "B-PER", "O", "B-LOC", "O"))
+    windows = conll.featurize([sentence], bert_tokenizer, max_seq_length=10, label_map=LABELS,
+                              window_stride=4)
+    tokens = [bert_tokenizer.convert_ids_to_tokens(row)
+              for row in windows.features["token_ids"].to_list()]
+    assert tokens == [["[CLS]", "ko", "##iz", "##umi", "met", "ja", "##g", "##dee", "##p",
+                       "[SEP]"],
+                      ["[CLS]", "ja", "##g", "##dee", "##p", "in", "oslo", ".", "[SEP]"]]
+    assert windows.first_words.tolist() == [0, 2]
+    # Both windows are labelled in full (Jagdeep twice) ...
+    assert windows.label_ids.to_list() == [[0, 1, 0, 0, 0, 1, 0, 0, 0, 0],
+                                           [0, 1, 0, 0, 0, 0, 3, 0, 0]]
+    assert windows.label_weights.to_list() == [[0, 1, 0, 0, 1, 1, 0, 0, 0, 0],
+                                               [0, 1, 0, 0, 0, 1, 1, 1, 0]]
+    # ... and Jagdeep is predicted from window 0, where it has 3 pieces of context a side.
+    assert windows.word_index.to_list() == [[-1, 0, -1, -1, 1, 2, -1, -1, -1, -1],
+                                            [-1, -1, -1, -1, -1, 3, 4, 5, -1]]
+    predicted = [[0, 1, 0, 0, 0, 2, 0, 0, 0, 0],  # window 0 says I-PER for Jagdeep
+                 [0, 1, 0, 0, 0, 0, 3, 0, 0]]  # window 1 says B-PER: not read
+    assert conll.word_labels(windows, predicted, list(LABELS), [sentence]) == [
+        ["B-PER", "O", "I-PER", "O", "B-LOC", "O"]]
+
+
+def test_window_bounds_and_max_context():
+    # Ten one-piece words, 4 a window, starts 2 pieces apart.
+    bounds = conll._window_bounds([1] * 10, 4, 2)
+    assert bounds == [(0, 4), (2, 6), (4, 8), (6, 10)]
+    # Word 3 has 1 word of context a side in window 1 (pieces 2-5), none right in window 0.
+    assert conll._max_context_windows([1] * 10, bounds) == [0, 0, 0, 1, 1, 2, 2, 3, 3, 3]
+    # Ties on min(left, right) go to the longer window, then to the first.
+    assert conll._max_context_windows([1, 1, 1], [(0, 2), (1, 3)]) == [0, 0, 1]
+    assert conll._max_context_windows([2, 1, 1], [(0, 2), (1, 3)]) == [0, 0, 1]
+    assert conll._max_context_windows([1, 1, 1, 1], [(0, 3), (1, 4)]) == [0, 0, 1, 1]
+    # A stride past a window's end still leaves no word out; consecutive without a stride.
+    assert conll._window_bounds([3, 3, 3], 4, 3) == [(0, 1), (1, 2), (2, 3)]
+    assert conll._window_bounds([1] * 10, 4, 6) == [(0, 4), (4, 8), (8, 10)]
+    assert conll._window_bounds([1] * 10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert conll._window_bounds([], 4, 2) == [(0, 0)]
+
+
+def test_overlapping_windows_round_trip(tiny_tokenizer):
+    sentences = conll.read_ner_file(TRAIN)
+    label_names = conll.label_vocabulary(sentences)
+    label_map = {name: i for i, name in enumerate(label_names)}
+    consecutive = conll.featurize(sentences, tiny_tokenizer, 8, label_map)
+    windows = conll.featurize(sentences, tiny_tokenizer, 8, label_map, window_stride=3)
+    assert len(windows) > len(consecutive) and windows.lengths.max() <= 8
+    index = windows.word_index.to_list()
+    # Every word is predicted from exactly one window, at a weight-1 position.
+    assert sum(i >= 0 for row in index for i in row) == sum(len(s.words) for s in sentences)
+    for row, weights in zip(index, windows.label_weights.to_list(), strict=True):
+        assert all(w == 1 for i, w in zip(row, weights, strict=True) if i >= 0)
+    back = conll.word_labels(windows, windows.label_ids.to_list(), label_names, sentences)
+    assert back == [list(s.labels) for s in sentences]
+
+
+DOCUMENTS = """-DOCSTART- -X- O O
+
+He O
+met O
+Jagdeep B-PER
+. O
+
+Oslo B-LOC
+. O
+
+It O
+rained O
+. O
+
+-DOCSTART- -X- O O
+
+Rome B-LOC
+"""
+
+
+def test_document_context_is_the_docstring_example(bert_tokenizer, tmp_path):
+    path = tmp_path / "docs.txt"
+    path.write_text(DOCUMENTS)
+    sentences = conll.read_ner_file(str(path))
+    assert [s.document for s in sentences] == [0, 0, 0, 1]
+    windows = conll.featurize(sentences, bert_tokenizer, 10, LABELS, document_context=True)
+    tokens = [bert_tokenizer.convert_ids_to_tokens(row)
+              for row in windows.features["token_ids"].to_list()]
+    # "Oslo ." (window 1): 3 pieces a side; "Jagdeep" does not fit in the left share.
+    assert tokens[1] == ["[CLS]", ".", "oslo", ".", "it", "rained", ".", "[SEP]"]
+    assert windows.label_ids.to_list()[1] == [0, 0, 3, 0, 0, 0, 0, 0]
+    assert windows.label_weights.to_list()[1] == [0, 0, 1, 1, 0, 0, 0, 0]
+    assert windows.word_index.to_list()[1] == [-1, -1, 0, 1, -1, -1, -1, -1]
+    # The first sentence has no left context: the right side takes the whole budget (1
+    # piece); the last of the document has no right context, so the left side takes all 5
+    # (whole words: "Jagdeep" does not fit); "Rome" is alone in its document.
+    assert tokens[0] == ["[CLS]", "he", "met", "ja", "##g", "##dee", "##p", ".", "oslo",
+                         "[SEP]"]
+    assert tokens[2] == ["[CLS]", ".", "oslo", ".", "it", "rained", ".", "[SEP]"]
+    assert tokens[3] == ["[CLS]", "rome", "[SEP]"]
+    predicted = windows.label_ids.to_list()
+    assert conll.word_labels(windows, predicted, list(LABELS), sentences) == [
+        list(s.labels) for s in sentences]
+
+
+def test_document_context_is_balanced(tiny_tokenizer):
+    # One-piece words: "the" between 6 words before and 6 after, 7 pieces for context.
+    words = ("a", "to", "of", "and", "in", "he")
+    sentences = [conll.Sentence(words, ("O",) * 6), conll.Sentence(("the",), ("B-PER",)),
+                 conll.Sentence(words, ("O",) * 6),
+                 conll.Sentence(("said",), ("O",), document=1)]
+    windows = conll.featurize(sentences, tiny_tokenizer, 10, LABELS, document_context=True)
+    tokens = tiny_tokenizer.convert_ids_to_tokens(windows.features["token_ids"].to_list()[1])
+    assert tokens == ["[CLS]", "and", "in", "he", "the", "a", "to", "of", "and", "[SEP]"]
+    assert windows.label_weights.to_list()[1] == [0, 0, 0, 0, 1, 0, 0, 0, 0, 0]
+    assert windows.label_ids.to_list()[1] == [0, 0, 0, 0, 1, 0, 0, 0, 0, 0]
+    # The next document is no context; a sentence longer than a window gets none either.
+    assert tiny_tokenizer.convert_ids_to_tokens(
+        windows.features["token_ids"].to_list()[3]) == ["[CLS]", "said", "[SEP]"]
+    long = conll.featurize(sentences, tiny_tokenizer, 6, LABELS, document_context=True)
+    rows = [tiny_tokenizer.convert_ids_to_tokens(row)
+            for row in long.features["token_ids"].to_list()]
+    assert rows[:3] == [["[CLS]", "a", "to", "of", "and", "[SEP]"], ["[CLS]", "in", "he", "[SEP]"],
+                        ["[CLS]", "he", "the", "a", "to", "[SEP]"]]

@@ -7,6 +7,7 @@ import shutil
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
@@ -58,6 +59,9 @@ def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
     assert [r.split("\t")[0] for r in rows[1:]] == ["0", "1", "2", "3"]
     assert {r.split("\t")[1] for r in rows[1:]} <= {"0", "1"}
     assert (out / "vocab.txt").exists()
+    # Google's run_classifier.py layout beside model.keras (issue 20).
+    assert_google_checkpoint(out, {"output_weights": (2, 12), "output_bias": (2,)},
+                             lambda path: BertClassifier.from_google_checkpoint(path, 2))
     # Evaluating again later reads output_dir/model.keras (and its vocab.txt), as Google's
     # Estimator reads its output_dir.
     again = glue.run_glue(config("MRPC", "MRPC", out, do_eval=True))
@@ -150,3 +154,22 @@ def test_the_best_epoch_is_kept(tiny_google_dir, tmp_path, monkeypatch):
                                    num_train_epochs=3, do_train=True, do_eval=True))
     assert results["train"]["best_epoch"] == 2 and results["train"]["kept"] == "best"
     assert_kept_epoch(out, snapshots, 2, BertClassifier)
+
+
+def assert_google_checkpoint(out, head_shapes, load):
+    """`out/bert_model.ckpt` holds exactly the encoder of `out/model.keras` plus the head
+    tensors `head_shapes` (Google name -> shape), and `load(out)` (a `from_google_checkpoint`)
+    rebuilds the model bit-identically."""
+    saved = keras.saving.load_model(str(out / "model.keras"))
+    shapes = dict(tf.train.list_variables(str(out / "bert_model.ckpt")))
+    assert {name: shapes[name] for name in shapes if not name.startswith("bert/")} == {
+        name: list(shape) for name, shape in head_shapes.items()}
+    layers = saved.bert_config.num_hidden_layers
+    assert sum(name.startswith("bert/encoder/layer_") for name in shapes) == 16 * layers
+    assert tf.train.latest_checkpoint(str(out)).endswith("bert_model.ckpt")
+    assert not any("adam" in name or name == "global_step" for name in shapes)
+    reloaded = load(str(out))
+    assert type(reloaded) is type(saved)
+    for a, b in zip(saved.weights, reloaded.weights, strict=True):
+        assert a.path == b.path
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)

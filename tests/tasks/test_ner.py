@@ -6,10 +6,12 @@ import os
 import keras
 import pytest
 
+import kbert
 from kbert.data import conll
 from kbert.models.token_classifier import BertTokenClassifier
 from kbert.tasks import ner
 from kbert.tasks import ner_metrics
+from tests.tasks.test_glue import assert_google_checkpoint
 from tests.tasks.test_glue import assert_kept_epoch
 from tests.tasks.test_glue import scripted_dev_scores
 
@@ -72,6 +74,10 @@ def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
     assert json.loads((out / "eval_results.json").read_text())["dev"]["f1"] == dev["f1"]
     test_lines = (out / "test_predictions.txt").read_text().strip().split("\n\n")
     assert len(test_lines) == 5 and test_lines[0].splitlines()[0].startswith("SOCCER O ")
+    # The tagger in Google's format too (kbert's `cls/ner/*` layout, issue 20).
+    n = len(train["labels"])
+    assert_google_checkpoint(out, {"cls/ner/output_weights": (n, 12), "cls/ner/output_bias": (n,)},
+                             lambda path: BertTokenClassifier.from_google_checkpoint(path, n))
     # Evaluating again later reads output_dir/model.keras, labels.txt and vocab.txt.
     again = ner.run_ner(config(out, do_eval=True))
     assert again["eval"]["dev"]["f1"] == dev["f1"]
@@ -88,6 +94,12 @@ def test_crf_on_two_column_bmes_data(tiny_google_dir, tmp_path):
     model = keras.saving.load_model(str(tmp_path / "model.keras"))
     assert model.use_crf and model.num_labels == len(results["train"]["labels"])
     assert results["eval"]["dev"]["sentences"] == 3
+    n = model.num_labels
+    assert_google_checkpoint(tmp_path, {
+        "cls/ner/output_weights": (n, 12), "cls/ner/output_bias": (n,),
+        "cls/ner/crf/transitions": (n, n), "cls/ner/crf/start_transitions": (n,),
+        "cls/ner/crf/end_transitions": (n,)},
+        lambda path: BertTokenClassifier.from_google_checkpoint(path, n, use_crf=True))
 
 
 def test_config_validation(tiny_google_dir, tmp_path):
@@ -130,3 +142,39 @@ def test_one_epoch_scores_dev_once(tiny_google_dir, tmp_path, monkeypatch):
     predicted = [[line.split()[2] for line in block.splitlines()] for block in written]
     gold = [[line.split()[1] for line in block.splitlines()] for block in written]
     assert ner_metrics.entity_scores(gold, predicted)["f1"] == results["eval"]["dev"]["f1"]
+
+
+def test_document_context_and_overlapping_windows(tiny_google_dir, tmp_path):
+    results = ner.run_ner(config(tmp_path, init_checkpoint=tiny_google_dir, do_train=True,
+                                 do_eval=True, do_predict=True, evaluate_every_epoch=False,
+                                 document_context=True, window_stride=5))
+    train = results["train"]
+    assert train["document_context"] and train["window_stride"] == 5
+    # The longer sentences of the fixture take overlapping windows: more than consecutive.
+    consecutive = conll.featurize(conll.read_ner_file(os.path.join(FIXTURES, "train.txt")),
+                                  kbert.FullTokenizer(os.path.join(tiny_google_dir,
+                                                                   "vocab.txt")), 16)
+    assert train["windows"] > len(consecutive)
+    # One prediction per word of every target sentence, no more.
+    for split, path in (("dev", "dev.txt"), ("test", "test.txt")):
+        gold = conll.read_ner_file(os.path.join(FIXTURES, path))
+        written = (tmp_path / f"{split}_predictions.txt").read_text().strip().split("\n\n")
+        assert [[line.split()[0] for line in block.splitlines()] for block in written] == [
+            list(s.words) for s in gold]
+    with pytest.raises(ValueError, match=r"window_stride must be in \[1, max_seq_length - 2"):
+        config(tmp_path, do_train=True, window_stride=15)
+
+
+def test_document_context_without_docstart_is_one_document(tmp_path, caplog):
+    resume = os.path.join(FIXTURES, "resume.char.bmes")
+    run = config(tmp_path, train_file=resume, data_format="two_column", do_train=True,
+                 document_context=True)
+    with caplog.at_level("WARNING"):
+        sentences = run.read(resume)
+    assert {s.document for s in sentences} == {0}
+    assert "one document (no -DOCSTART- lines" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        config(tmp_path, do_train=True, document_context=True).read(
+            os.path.join(FIXTURES, "train.txt"))  # one -DOCSTART-, at the top: one document
+    assert "one document" in caplog.text

@@ -16,6 +16,9 @@ from tests.data.test_squad import TESLA_WORDS
 from tests.data.test_squad import article
 from tests.data.test_squad import qa
 from tests.data.test_squad import tiny_tokenizer
+from tests.tasks.test_glue import assert_google_checkpoint
+from tests.tasks.test_glue import assert_kept_epoch
+from tests.tasks.test_glue import scripted_dev_scores
 
 # A context of 40 words (52 pieces) with 12 questions, and a short one with 2.
 WORDS = TESLA_WORDS + [f"w{i}" for i in range(30)]
@@ -138,3 +141,73 @@ def test_build_model(tiny, tmp_path):
         squad.build_model(str(tmp_path / "m.keras"))
     with pytest.raises(ValueError, match="bert_config_file"):
         squad.build_model()
+
+
+def recipe_config(tmp_path, tiny, **kwargs):
+    """A from-scratch run of the recipe on `_data()` (train and dev) with the tiny model."""
+    _, _, bert_config = tiny
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(_data()), encoding="utf-8")
+    (tmp_path / "bert_config.json").write_text(json.dumps(bert_config.to_dict()))
+    vocab = tmp_path / "vocab.txt"  # written by `tiny`
+    defaults = dict(output_dir=str(tmp_path / "out"), train_file=str(data),
+                    predict_file=str(data), vocab_file=str(vocab),
+                    bert_config_file=str(tmp_path / "bert_config.json"), do_train=True,
+                    do_predict=True, max_seq_length=40, doc_stride=12, max_query_length=8,
+                    train_batch_size=4, learning_rate=1e-3)
+    return squad.SquadConfig(**{**defaults, **kwargs})
+
+
+def test_the_best_epoch_is_kept(tiny, tmp_path, monkeypatch):
+    snapshots = scripted_dev_scores(monkeypatch, [60.0, 40.0])  # drops in the last epoch
+    calls = []
+    original = squad.predict_logits
+    monkeypatch.setattr(squad, "predict_logits",
+                        lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
+    results = squad.run_squad(recipe_config(tmp_path, tiny, num_train_epochs=2))
+    train = results["train"]
+    # 22 windows, batch 4: 5 steps an epoch, one part each; scored after both epochs.
+    assert train["steps"] == 10 and len(snapshots) == 2
+    assert (train["best_epoch"], train["kept_epoch"], train["dev_metric"]) == (1, 1, "f1")
+    out = tmp_path / "out"
+    assert_kept_epoch(out, snapshots, 1, BertSpanLabeler)
+    assert len(calls) == 3  # epochs 1 and 2, then the kept epoch 1 again for the predictions
+    assert not os.path.exists(out / squad.BACKUP_DIR)
+    log = (out / "training_log.csv").read_text().splitlines()
+    assert "dev_f1" in log[0] and "dev_exact_match" in log[0] and len(log) == 3
+    scores = json.loads((out / "eval_results.json").read_text())
+    assert scores["kept_epoch"] == 1 and scores["total"] == 14
+    # Google's run_squad.py layout beside model.keras (issue 20).
+    assert_google_checkpoint(out, {"cls/squad/output_weights": (2, 12),
+                                   "cls/squad/output_bias": (2,)},
+                             BertSpanLabeler.from_google_checkpoint)
+
+
+def test_the_last_epoch_is_kept_on_request(tiny, tmp_path, monkeypatch):
+    snapshots = scripted_dev_scores(monkeypatch, [60.0, 40.0])
+    results = squad.run_squad(recipe_config(tmp_path, tiny, num_train_epochs=2,
+                                            keep_best_epoch=False))
+    assert (results["train"]["best_epoch"], results["train"]["kept_epoch"]) == (1, 2)
+    lines = (tmp_path / "out" / "eval_results.txt").read_text().splitlines()
+    assert "kept = last" in lines and "kept_epoch = 2" in lines
+    kept = keras.saving.load_model(str(tmp_path / "out" / "model.keras"))
+    for saved, expected in zip(kept.get_weights(), snapshots[1], strict=True):
+        np.testing.assert_allclose(saved, expected, atol=1e-7)
+
+
+def test_an_interrupted_run_keeps_the_best_epoch_of_both_parts(tiny, tmp_path, monkeypatch):
+    snapshots = scripted_dev_scores(monkeypatch, [60.0, 40.0])
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise KeyboardInterrupt
+
+    run = recipe_config(tmp_path, tiny, num_train_epochs=2)
+    with monkeypatch.context() as patch:  # killed after epoch 1 (scored and backed up)
+        patch.setattr(keras.callbacks, "TensorBoard", lambda *a, **k: Interrupt())
+        with pytest.raises(KeyboardInterrupt):
+            squad.run_squad(run)
+    results = squad.run_squad(run)
+    assert results["train"]["start_step"] == 5 and len(snapshots) == 2
+    assert (results["train"]["best_epoch"], results["train"]["kept_epoch"]) == (1, 1)
+    assert_kept_epoch(tmp_path / "out", snapshots, 1, BertSpanLabeler)

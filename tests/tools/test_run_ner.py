@@ -62,3 +62,9 @@ def test_mirrored_mixed_bfloat16(tiny_google_dir, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((tmp_path / "train_results.json").read_text())["steps"] >= 1
     assert "dev_f1 = " in (tmp_path / "eval_results.txt").read_text()
+
+
+def test_help_lists_the_window_flags():
+    result = run("--help")
+    assert result.returncode == 0
+    assert "--[no]document_context" in result.stdout and "--window_stride" in result.stdout

@@ -36,7 +36,8 @@ def test_trains_predicts_and_evaluates(tmp_path):
                  "--train_batch_size=4", "--num_train_epochs=1", "--learning_rate=1e-3")
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(os.listdir(out)) == [
-        "bert_config.json", "eval_results.json", "eval_results.txt", "export_settings.json",
+        "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
+        "checkpoint", "eval_results.json", "eval_results.txt", "export_settings.json",
         "logs", "model.keras", "nbest_predictions.json", "predictions.json",
         "run_manifest.json", "train_results.json", "training_log.csv", "vocab.txt"]
     predictions = json.loads((out / "predictions.json").read_text())
