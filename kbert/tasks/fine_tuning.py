@@ -412,7 +412,8 @@ def learning_rate_multipliers(model, head_multiplier=1.0, layerwise_decay=None):
         head_multiplier, layerwise_decay)
 
 
-def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, stats=None):
+def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, stats=None,
+                   compile_kwargs=None):
     """Trains `model` for `config.num_train_epochs`, resumably, and records the run.
 
     Callbacks: `BackupAndRestore` in `output_dir/backup` (an interrupted run restarts at its
@@ -427,12 +428,14 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
         config: `FineTuningConfig`.
         dev_scores: `DevScores` or None.
         stats: dict. More entries for train_results.json (examples, ...).
+        compile_kwargs: dict. More `model.compile` arguments (a loss, metrics).
 
     Returns:
         dict: what train_results.json holds.
     """
     epochs = int(config.num_train_epochs)
-    compile_model(model, steps_per_epoch * epochs, **config.compile_settings())
+    compile_model(model, steps_per_epoch * epochs, **config.compile_settings(),
+                  **(compile_kwargs or {}))
     out = config.output_dir
     backup_dir = os.path.join(out, BACKUP_DIR)
     epoch_seconds = []
