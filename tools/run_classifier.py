@@ -34,11 +34,12 @@ from absl import logging
 
 from kbert.tasks import glue
 
-flags.adopt_module_key_flags(_flags)
 _SHARED = _flags.define_fine_tuning_flags(
     do_train_help="Fine-tune on train.tsv or --train_file.",
     do_eval_help="Evaluate on the dev set(s) (every epoch, to keep the best one).",
     do_predict_help="Predict test.tsv or --test_file.")
+# After the definitions above: a module's key flags are those it has defined so far.
+flags.adopt_module_key_flags(_flags)
 
 _TASK = flags.DEFINE_string("task_name", None, "GLUE task, e.g. MRPC (with --data_dir).")
 _DATA = flags.DEFINE_string("data_dir", None, "The task's GLUE directory.")

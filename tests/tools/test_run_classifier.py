@@ -207,3 +207,13 @@ def test_pack_examples_gives_the_usual_outputs(tiny_google_dir, tmp_path):
     serve = export(out, tmp_path / "export")
     outputs = serve(text_a=tf.constant(["the cat"]), text_b=tf.constant(["a dog"]))
     assert outputs["label"].numpy()[0] in (b"0", b"1")
+
+
+def test_fine_tuning_tools_show_the_shared_flags_in_help():
+    for tool in ("run_classifier.py", "run_ner.py", "run_squad.py"):
+        result = subprocess.run([sys.executable, os.path.join(os.path.dirname(TOOL), tool),
+                                 "--help"], capture_output=True, text=True, timeout=300)
+        for flag in ("--learning_rate", "--embedding_updates", "--head_learning_rate_multiplier",
+                     "--layerwise_lr_decay", "--steps_per_execution"):
+            assert f"{flag}:" in result.stdout, (tool, flag)
+        assert ("--[no]pack_examples:" in result.stdout) == (tool == "run_classifier.py")
