@@ -10,6 +10,7 @@ import _cli
 from absl import flags
 
 from kbert.tasks import distribution
+from kbert.tasks import fine_tuning
 
 DISTRIBUTION_STRATEGY = flags.DEFINE_enum(
     "distribution_strategy", "one_device", distribution.STRATEGIES,
@@ -82,6 +83,21 @@ class FineTuningFlags:
                 "another run, or a finished one."),
             "seed": flags.DEFINE_integer(
                 "seed", 12345, "Seeds the data order, dropout and the new head."),
+            "embedding_updates": flags.DEFINE_enum(
+                "embedding_updates", "dense", fine_tuning.EMBEDDING_UPDATES,
+                "dense: exact AdamW over the whole word table. sparse: update only the rows "
+                "a batch used (lazy AdamW: unused rows are not decayed), much less work per "
+                "step for a 30k-row table."),
+            "head_learning_rate_multiplier": flags.DEFINE_float(
+                "head_learning_rate_multiplier", 1.0, "The task head (e.g. the CRF's "
+                "transitions) learns at --learning_rate times this."),
+            "layerwise_lr_decay": flags.DEFINE_float(
+                "layerwise_lr_decay", None, "ELECTRA's layer-wise decay, e.g. 0.8: "
+                "transformer layer i of L learns at decay^(L+1-i) of the rate, the embeddings "
+                "at decay^(L+2), the pooler and head at the full rate."),
+            "steps_per_execution": flags.DEFINE_integer(
+                "steps_per_execution", 1, "Train steps per graph call (Keras compile); "
+                "the same results, less per-step dispatch, callbacks see every N steps."),
         }
 
     def settings(self):

@@ -34,11 +34,12 @@ from absl import logging
 
 from kbert.tasks import glue
 
-flags.adopt_module_key_flags(_flags)
 _SHARED = _flags.define_fine_tuning_flags(
     do_train_help="Fine-tune on train.tsv or --train_file.",
     do_eval_help="Evaluate on the dev set(s) (every epoch, to keep the best one).",
     do_predict_help="Predict test.tsv or --test_file.")
+# After the definitions above: a module's key flags are those it has defined so far.
+flags.adopt_module_key_flags(_flags)
 
 _TASK = flags.DEFINE_string("task_name", None, "GLUE task, e.g. MRPC (with --data_dir).")
 _DATA = flags.DEFINE_string("data_dir", None, "The task's GLUE directory.")
@@ -54,6 +55,10 @@ _REGRESSION = flags.DEFINE_bool("regression", False, "Own data: labels are real 
 _MAX_TRAIN = flags.DEFINE_integer("max_train_examples", None,
                                   "Train on a seeded random subset of this many examples.")
 _SKIP_BAD = flags.DEFINE_bool("skip_bad_rows", False, "Skip (and log) malformed dev/test rows.")
+_PACK = flags.DEFINE_bool(
+    "pack_examples", False, "Train on packed rows: several short examples per row, each "
+    "seeing only itself, the same examples per step. The outputs are as without it. "
+    "Classification on one device.")
 
 
 def main(argv):
@@ -66,7 +71,7 @@ def main(argv):
             text_b_column=_TEXT_B.value, label_column=_LABEL.value,
             labels=tuple(_LABELS.value) if _LABELS.value else None,
             regression=_REGRESSION.value, max_train_examples=_MAX_TRAIN.value,
-            skip_bad_rows=_SKIP_BAD.value,
+            skip_bad_rows=_SKIP_BAD.value, pack_examples=_PACK.value,
             **_SHARED.settings())
     except ValueError as e:
         raise app.UsageError(str(e)) from None

@@ -31,10 +31,11 @@ from absl import logging
 
 from kbert.tasks import ner
 
-flags.adopt_module_key_flags(_flags)
 _SHARED = _flags.define_fine_tuning_flags(
     eval_batch_size=32, do_train_help="Fine-tune on --train_file.",
     do_eval_help="Score --dev_file.", do_predict_help="Predict (and score) --test_file.")
+# After the definitions above: a module's key flags are those it has defined so far.
+flags.adopt_module_key_flags(_flags)
 
 _TRAIN_FILE = flags.DEFINE_string("train_file", None, "Training data (needs --do_train).")
 _DEV_FILE = flags.DEFINE_string("dev_file", None, "Dev data, scored with --do_eval.")

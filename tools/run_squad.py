@@ -28,12 +28,13 @@ from absl import logging
 
 from kbert.tasks import squad
 
-flags.adopt_module_key_flags(_flags)
 _SHARED = _flags.define_fine_tuning_flags(
     max_seq_length=384, steps=("do_train", "do_predict"),
     epochs_help="Passes over the training windows (fractions allowed).",
     do_train_help="Train on --train_file.",
     do_predict_help="Predict --predict_file (and score it when it has answers).")
+# After the definitions above: a module's key flags are those it has defined so far.
+flags.adopt_module_key_flags(_flags)
 
 _TRAIN_FILE = flags.DEFINE_string("train_file", None, "SQuAD JSON to train on.")
 _PREDICT_FILE = flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict.")

@@ -52,6 +52,7 @@ MANIFEST_FILE = "run_manifest.json"  # see kbert.tasks.run_manifest
 EXPORT_SETTINGS_FILE = "export_settings.json"
 _BEST_FILE = "best_epoch.json"  # in backup/, beside the best epoch's weights
 _BEST_WEIGHTS = "best.weights.h5"
+EMBEDDING_UPDATES = ("dense", "sparse")  # see FineTuningConfig.embedding_updates
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -87,6 +88,15 @@ class FineTuningConfig:
         jit_compile: bool. XLA-compile the train step. Batches are padded to their longest
             example, so they come in many shapes and XLA compiles each new one, seconds each:
             on a short fine-tuning run that costs more than it saves. Defaults to False.
+        embedding_updates: str. "dense" (exact AdamW over the whole word table) or "sparse"
+            (only the rows a batch used; `AdamW(sparse_embedding_updates=True)`). Defaults to
+            "dense".
+        head_learning_rate_multiplier: float. The task head's variables learn at
+            learning_rate × this (e.g. a CRF's transitions). Defaults to 1.
+        layerwise_lr_decay: float in (0, 1] or None. ELECTRA's layer-wise decay: lower layers
+            learn slower (`kbert.tasks.optimization.layer_multipliers`). Defaults to None.
+        steps_per_execution: int. Train steps per `tf.function` call (Keras `compile`);
+            callbacks then see every that many steps. Defaults to 1.
     """
 
     output_dir: str
@@ -112,6 +122,10 @@ class FineTuningConfig:
     tpu: str | None = None
     mixed_precision: str = "float32"
     jit_compile: bool = False
+    embedding_updates: str = "dense"
+    head_learning_rate_multiplier: float = 1.0
+    layerwise_lr_decay: float | None = None
+    steps_per_execution: int = 1
 
     # Keras `fit` counts whole epochs; a recipe that cuts its own steps may take fractions.
     whole_epochs: typing.ClassVar[bool] = True
@@ -128,6 +142,23 @@ class FineTuningConfig:
             raise ValueError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
         if self.max_seq_length < 3:
             raise ValueError(f"max_seq_length must be >= 3, got {self.max_seq_length}")
+        if self.embedding_updates not in EMBEDDING_UPDATES:
+            raise ValueError(f"embedding_updates must be one of {EMBEDDING_UPDATES}, got "
+                             f"{self.embedding_updates!r}")
+        if self.head_learning_rate_multiplier <= 0:
+            raise ValueError(f"head_learning_rate_multiplier must be > 0, got "
+                             f"{self.head_learning_rate_multiplier}")
+        if self.layerwise_lr_decay is not None and not 0 < self.layerwise_lr_decay <= 1:
+            raise ValueError(f"layerwise_lr_decay must be in (0, 1], got "
+                             f"{self.layerwise_lr_decay}")
+        if self.steps_per_execution < 1:
+            raise ValueError(f"steps_per_execution must be >= 1, got {self.steps_per_execution}")
+
+    def compile_settings(self):
+        """The keyword arguments of `compile_model` this config sets."""
+        return {name: getattr(self, name) for name in (
+            "learning_rate", "warmup_proportion", "jit_compile", "embedding_updates",
+            "head_learning_rate_multiplier", "layerwise_lr_decay", "steps_per_execution")}
 
     def model_path(self):
         """`init_checkpoint`, or `output_dir/model.keras` when not training."""
@@ -343,23 +374,47 @@ def recording_callbacks(output_dir):
     return found
 
 
-def compile_model(model, config, num_train_steps):
+def compile_model(model, num_train_steps, *, learning_rate, warmup_proportion,
+                  jit_compile=False, embedding_updates="dense", head_learning_rate_multiplier=1.0,
+                  layerwise_lr_decay=None, steps_per_execution=1, **compile_kwargs):
     """Compiles `model` with BERT's AdamW (warm-up then linear decay) under its strategy.
 
+    The arguments after `num_train_steps` are `FineTuningConfig`'s (`compile_settings()`).
+
     Args:
-        model: the task model.
-        config: a config with `learning_rate`, `warmup_proportion` and `jit_compile`.
+        model: the task model: an `encoder` (`kbert.BertEncoder`) and a head.
         num_train_steps: int. Steps of the whole run.
+        **compile_kwargs: more `model.compile` arguments (e.g. `run_eagerly`).
     """
+    multipliers = learning_rate_multipliers(model, head_learning_rate_multiplier,
+                                            layerwise_lr_decay)
+    if multipliers:
+        logging.info("learning-rate factors: %s", multipliers)
     with model.distribute_strategy.scope():  # optimizer variables beside the model's
         optimizer = optimization.create_optimizer(
-            config.learning_rate, num_train_steps,
-            int(num_train_steps * config.warmup_proportion))
+            learning_rate, num_train_steps, int(num_train_steps * warmup_proportion),
+            sparse_embedding_updates=embedding_updates == "sparse",
+            learning_rate_multipliers=multipliers)
         # Bucketed batches have many shapes and XLA compiles each one: off by default.
-        model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
+        model.compile(optimizer=optimizer, jit_compile=jit_compile,
+                      steps_per_execution=steps_per_execution, **compile_kwargs)
 
 
-def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, stats=None):
+def learning_rate_multipliers(model, head_multiplier=1.0, layerwise_decay=None):
+    """`kbert.tasks.optimization.layer_multipliers` for a task model: its encoder's
+    embeddings and transformer layers, and as the head every other layer with weights."""
+    if head_multiplier == 1.0 and layerwise_decay is None:
+        return {}
+    encoder = model.encoder
+    head = [layer.name for layer in model.layers
+            if layer is not encoder and layer.trainable_weights]
+    return optimization.layer_multipliers(
+        encoder.embeddings.name, [layer.name for layer in encoder.transformer_layers], head,
+        head_multiplier, layerwise_decay)
+
+
+def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, stats=None,
+                   compile_kwargs=None):
     """Trains `model` for `config.num_train_epochs`, resumably, and records the run.
 
     Callbacks: `BackupAndRestore` in `output_dir/backup` (an interrupted run restarts at its
@@ -374,12 +429,14 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
         config: `FineTuningConfig`.
         dev_scores: `DevScores` or None.
         stats: dict. More entries for train_results.json (examples, ...).
+        compile_kwargs: dict. More `model.compile` arguments (a loss, metrics).
 
     Returns:
         dict: what train_results.json holds.
     """
     epochs = int(config.num_train_epochs)
-    compile_model(model, config, steps_per_epoch * epochs)
+    compile_model(model, steps_per_epoch * epochs, **config.compile_settings(),
+                  **(compile_kwargs or {}))
     out = config.output_dir
     backup_dir = os.path.join(out, BACKUP_DIR)
     epoch_seconds = []

@@ -26,8 +26,10 @@ from absl import logging
 
 from kbert import io
 from kbert.data import glue
+from kbert.data import packing
 from kbert.data import pipeline
 from kbert.models.classifier import BertClassifier
+from kbert.models.encoder import BertEncoder
 from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import glue_metrics
@@ -59,6 +61,10 @@ class GlueConfig(fine_tuning.FineTuningConfig):
         skip_bad_rows: bool. Skip (and log with file:line) malformed rows of the dev and test
             files instead of stopping at the first; train rows are always skipped so.
             Defaults to False.
+        pack_examples: bool. Train on packed rows (`kbert.data.packing`: several short
+            examples per row, each attending to itself only; the same examples per step).
+            Evaluation, predictions and the saved model are the usual unpacked classifier.
+            Classification on one device only. Defaults to False.
     """
 
     task_name: str | None = None
@@ -73,9 +79,16 @@ class GlueConfig(fine_tuning.FineTuningConfig):
     regression: bool = False
     max_train_examples: int | None = None
     skip_bad_rows: bool = False
+    pack_examples: bool = False
 
     def __post_init__(self):
         super().__post_init__()
+        if self.pack_examples and self.distribution_strategy != "one_device":
+            raise ValueError("pack_examples trains on one device (distribution_strategy="
+                             f"'one_device'), got {self.distribution_strategy!r}")
+        if self.pack_examples and (self.regression or self.task_name is not None and
+                                   glue.get_task(self.task_name).num_classes == 1):
+            raise ValueError("pack_examples is for classification, not regression")
         own = [f for f in ("train_file", "dev_file", "test_file") if getattr(self, f)]
         if self.task_name is None:
             if not own:
@@ -190,8 +203,11 @@ def _run_glue(config, strategy):
             results["eval"][split] = score(spec, examples, outputs)
             write_dev_predictions(os.path.join(config.output_dir, f"{split}_predictions.tsv"),
                                   spec, examples, outputs)
+        # A packed run's optimizer trained the packed twin: its step count is the run's.
+        step = (results["train"]["steps"] if "train" in results
+                else distribution.global_step(model))
         fine_tuning.write_eval_results(
-            config.output_dir, results["eval"], distribution.global_step(model),
+            config.output_dir, results["eval"], step,
             task=spec.name, **fine_tuning.kept_epoch_summary(results.get("train")))
     if config.do_predict:
         results["predict"] = {}
@@ -240,29 +256,59 @@ def train(model, config, spec, preprocessor, data):
     of the kept epoch when they were computed during training)."""
     examples = data["train"].sample(config.max_train_examples, seed=config.seed)
     tokenized = pipeline.tokenize(examples, preprocessor)
-    dataset, steps = pipeline.training_dataset(
-        tokenized, examples.label, config.train_batch_size, seed=config.seed)
-    # Every worker shuffles alike (seeded) and keeps its part of each global batch.
-    dataset = distribution.shard_by_data(dataset)
+    trained, compile_kwargs = model, {}
+    if config.pack_examples:
+        dataset, steps = packing.training_dataset(
+            tokenized, examples.label, config.train_batch_size, config.max_seq_length,
+            seed=config.seed)
+        trained = packed_twin(model)
+        # Empty slots are ignored: the loss is the mean over the batch's examples, as unpacked.
+        compile_kwargs = dict(
+            loss=keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True, ignore_class=packing.PAD_LABEL),
+            metrics=[], weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(
+                name="accuracy")])
+    else:
+        dataset, steps = pipeline.training_dataset(
+            tokenized, examples.label, config.train_batch_size, seed=config.seed)
+        # Every worker shuffles alike (seeded) and keeps its part of each global batch.
+        dataset = distribution.shard_by_data(dataset)
     dev_scores = None
     if config.do_eval and config.keep_best_epoch and spec.dev_files:
         dev = data[spec.dev_files[0][0]]  # the first dev set picks the epoch (MNLI: matched)
 
         def score_dev(m):
-            outputs = predict(m, dev, preprocessor, config.eval_batch_size)
+            if m is not model:  # the packed twin: score its weights on unpacked inputs
+                model.set_weights(m.get_weights())
+            outputs = predict(model, dev, preprocessor, config.eval_batch_size)
             return score(spec, dev, outputs), outputs
 
         dev_scores = fine_tuning.DevScores(score_dev, PRIMARY_SCORE[spec.metric])
-    logging.info("%s: %d training examples, %d steps per epoch, %d epochs", spec.name,
-                 len(examples), steps, int(config.num_train_epochs))
+    logging.info("%s: %d training examples, %d steps per epoch, %d epochs%s", spec.name,
+                 len(examples), steps, int(config.num_train_epochs),
+                 ", packed" if config.pack_examples else "")
     stats = fine_tuning.fit_and_record(
-        model, dataset, steps, config, dev_scores=dev_scores,
+        trained, dataset, steps, config, dev_scores=dev_scores, compile_kwargs=compile_kwargs,
         stats={"task": spec.name, "examples": len(examples),
-               "mean_tokens_per_example": float(np.mean(tokenized.lengths))})
+               "mean_tokens_per_example": float(np.mean(tokenized.lengths)),
+               **({"packed": True} if config.pack_examples else {})})
+    if trained is not model:
+        model.set_weights(trained.get_weights())
     reusable = {}
     if dev_scores is not None and dev_scores.outputs_of(stats.get("kept_epoch")) is not None:
         reusable[spec.dev_files[0][0]] = dev_scores.outputs_of(stats["kept_epoch"])
     return stats, reusable
+
+
+def packed_twin(model):
+    """A `BertClassifier` on a packed encoder with `model`'s weights, to train on packed rows
+    (`kbert.data.packing`); its weights go back into `model` after training."""
+    with model.distribute_strategy.scope():
+        encoder = BertEncoder.from_config({**model.encoder.get_config(), "packed": True})
+        twin = BertClassifier(encoder, model.num_classes, dropout=model.dropout,
+                              dtype=model.dtype_policy)
+    twin.set_weights(model.get_weights())
+    return twin
 
 
 def predict(model, examples, preprocessor, batch_size):

@@ -8,7 +8,12 @@ does not (TF Model Garden's port corrects it too); it only changes the first few
 `sparse_embedding_updates=True` updates only the embedding-table rows a batch used (lazy
 AdamW, see `AdamW`): the same arithmetic for those rows, a fraction of the work for a 30,522-row
 word table of which a fine-tuning batch touches a few hundred rows.
+
+`learning_rate_multipliers` gives some variables their own rate, lr × factor (decay included):
+a faster task head, or ELECTRA's layer-wise decay (`layer_multipliers`).
 """
+
+import re
 
 import keras
 import tensorflow as tf
@@ -77,18 +82,33 @@ class AdamW(keras.optimizers.AdamW):
     "lazy Adam", as TF Addons' `LazyAdam` or PyTorch's `SparseAdam`. Rarely used tokens then
     move less than under dense AdamW (no decay and no momentum between their batches).
 
+    With `learning_rate_multipliers`, a variable whose `path` matches a pattern learns at the
+    scheduled rate times its factor, in the decay as in the Adam step (as ELECTRA's per-layer
+    rates, which scale the whole update); the first matching pattern counts, others learn at
+    the scheduled rate. Each path's factor is fixed when the optimizer is built.
+
     Args:
         weight_decay_exclusions: sequence of str. Regular expressions; variables whose
             `name` matches one are not decayed. Defaults to `NO_WEIGHT_DECAY`.
         sparse_embedding_updates: bool. Update only the rows of sparse (embedding) gradients,
             as above, instead of the whole table. Needs `global_clipnorm` or no clipping,
             and one replica (several fall back to the dense update). Defaults to False.
+        learning_rate_multipliers: dict of str -> float. Regular expression searched in
+            `variable.path` -> factor of the learning rate (e.g. `layer_multipliers(...)`).
+            Defaults to None (every variable at the scheduled rate).
         **kwargs: `keras.optimizers.AdamW` arguments.
     """
 
     def __init__(self, weight_decay_exclusions=NO_WEIGHT_DECAY, sparse_embedding_updates=False,
-                 **kwargs):
+                 learning_rate_multipliers=None, **kwargs):
         super().__init__(**kwargs)
+        self.learning_rate_multipliers = {str(pattern): float(factor) for pattern, factor
+                                          in (learning_rate_multipliers or {}).items()}
+        for pattern, factor in self.learning_rate_multipliers.items():
+            re.compile(pattern)  # raises on a bad pattern now, not at the first step
+            if factor < 0:
+                raise ValueError(f"learning_rate_multipliers[{pattern!r}] must be >= 0, got "
+                                 f"{factor}")
         if sparse_embedding_updates and (self.clipnorm or self.clipvalue):
             raise ValueError("sparse_embedding_updates supports global_clipnorm only, got "
                              f"clipnorm={self.clipnorm}, clipvalue={self.clipvalue}")
@@ -99,6 +119,49 @@ class AdamW(keras.optimizers.AdamW):
         self.sparse_embedding_updates = sparse_embedding_updates
         self.exclude_from_weight_decay(var_names=list(self.weight_decay_exclusions))
         self._fused_update = None
+        self._factors = None  # per variable index, set by build
+
+    def learning_rate_factor(self, path):
+        """The factor of the variable at `path`: its first matching multiplier, else 1."""
+        for pattern, factor in self.learning_rate_multipliers.items():
+            if re.search(pattern, path):
+                return factor
+        return 1.0
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._factors = [self.learning_rate_factor(variable.path) for variable in var_list]
+
+    def _factor(self, variable):
+        if not self.learning_rate_multipliers:
+            return 1.0
+        return self._factors[self._get_variable_index(variable)]
+
+    def update_step(self, gradient, variable, learning_rate):
+        factor = self._factor(variable)
+        super().update_step(gradient, variable,
+                            learning_rate if factor == 1.0 else learning_rate * factor)
+
+    def _apply_weight_decay(self, variables):
+        if self.weight_decay is None or not self.learning_rate_multipliers:
+            return super()._apply_weight_decay(variables)
+
+        # Keras' TF-backend decay with each variable's own rate (Keras' uses the global one).
+        def decay(distribution, variables):
+            def decay_one(variable):
+                if self._use_weight_decay(variable):
+                    lr = tf.cast(self.learning_rate, variable.dtype) * self._factor(variable)
+                    variable.assign_sub(
+                        variable * tf.cast(self.weight_decay, variable.dtype) * lr)
+
+            for variable in variables:
+                value = variable.value if isinstance(variable, keras.Variable) else variable
+                distribution.extended.update(value, decay_one, group=False)
+
+        tf.__internal__.distribute.interim.maybe_merge_call(
+            decay, self._distribution_strategy, variables)
 
     # Keras updates each weight with a dozen element-wise TF ops (clip, decay, two moments, the
     # step), every one a full pass over the weight's memory: ~100 ms a step for MiniLM's 22.7M
@@ -176,6 +239,9 @@ class AdamW(keras.optimizers.AdamW):
         value = variable.value if isinstance(variable, keras.Variable) else variable
         dtype = value.dtype
         lr = tf.cast(self.learning_rate, dtype)
+        factor = self._factor(variable)
+        if factor != 1.0:
+            lr *= factor
         grad = tf.cast(grad, dtype)
         step = tf.cast(self.iterations + 1, dtype)
         alpha = lr * tf.sqrt(1 - tf.pow(tf.cast(self.beta_2, dtype), step)) / (
@@ -198,11 +264,47 @@ class AdamW(keras.optimizers.AdamW):
         config = super().get_config()
         config["weight_decay_exclusions"] = list(self.weight_decay_exclusions)
         config["sparse_embedding_updates"] = self.sparse_embedding_updates
+        config["learning_rate_multipliers"] = dict(self.learning_rate_multipliers)
         return config
 
 
+def layer_multipliers(embeddings, transformer_layers, head_layers=(), head_multiplier=1.0,
+                      layerwise_decay=None):
+    """`AdamW(learning_rate_multipliers=...)` for a task head's rate and layer-wise decay.
+
+    Layer-wise decay is ELECTRA's fine-tuning (model/optimization.py `_get_layer_lrs`): depth 0
+    for the embeddings, i + 1 for transformer layer i, L + 2 for the task head, and the rate
+    lr × decay^(L + 2 - depth). So the embeddings learn at decay^(L + 2), layer i at
+    decay^(L + 1 - i) (the top one at decay^2: ELECTRA leaves depth L + 1 empty) and the head
+    at the full rate. ELECTRA has no pooler; BERT's learns at the full rate, as the head.
+
+    Args:
+        embeddings: str. The embeddings layer's name.
+        transformer_layers: sequence of str. The transformer layers' names, input first.
+        head_layers: sequence of str. The task head's layer names (e.g. "logits", "crf").
+        head_multiplier: float. The head's factor (× the decay's 1). Defaults to 1.
+        layerwise_decay: float in (0, 1] or None. Defaults to None (no decay).
+
+    Returns:
+        dict of path pattern -> factor; factors of 1 are left out.
+    """
+    if layerwise_decay is not None and not 0 < layerwise_decay <= 1:
+        raise ValueError(f"layerwise_decay must be in (0, 1], got {layerwise_decay}")
+    if head_multiplier <= 0:
+        raise ValueError(f"head_multiplier must be > 0, got {head_multiplier}")
+    pattern = lambda name: f"(^|/){re.escape(name)}/"  # noqa: E731
+    factors = {pattern(name): head_multiplier for name in head_layers}
+    if layerwise_decay is not None:
+        depth_of_head = len(transformer_layers) + 2
+        factors[pattern(embeddings)] = layerwise_decay ** depth_of_head
+        for i, name in enumerate(transformer_layers):
+            factors[pattern(name)] = layerwise_decay ** (depth_of_head - (i + 1))
+    return {key: factor for key, factor in factors.items() if factor != 1.0}
+
+
 def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, weight_decay=0.01,
-                     global_clipnorm=1.0, sparse_embedding_updates=False) -> "AdamW":
+                     global_clipnorm=1.0, sparse_embedding_updates=False,
+                     learning_rate_multipliers=None) -> "AdamW":
     """The BERT optimizer, as Google's optimization.py `create_optimizer`.
 
     Args:
@@ -214,6 +316,8 @@ def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, weight_de
         global_clipnorm: float. Clip gradients to this global norm, as Google (1.0).
         sparse_embedding_updates: bool. Update only the embedding rows a batch used (lazy
             AdamW; see `AdamW`) instead of the whole table. Defaults to False (exact AdamW).
+        learning_rate_multipliers: dict of path pattern -> factor (see `AdamW` and
+            `layer_multipliers`). Defaults to None (one rate for all).
 
     Returns:
         a `kbert.tasks.optimization.AdamW` (beta_1 0.9, beta_2 0.999, epsilon 1e-6).
@@ -228,4 +332,5 @@ def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, weight_de
     schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
     return AdamW(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-6, global_clipnorm=global_clipnorm,
-                 sparse_embedding_updates=sparse_embedding_updates)
+                 sparse_embedding_updates=sparse_embedding_updates,
+                 learning_rate_multipliers=learning_rate_multipliers)

@@ -37,7 +37,6 @@ from kbert.models.span_labeler import MASKED_LOGIT
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
-from kbert.tasks import optimization
 from kbert.tasks import run_manifest
 from kbert.tasks import squad_metrics
 from kbert.tasks import squad_postprocess
@@ -99,7 +98,7 @@ def training_batches(features, batch_size, seed=0, start_step=0, group_by_length
 def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
           learning_rate=5e-5, warmup_proportion=0.1, save_checkpoints_steps=1000, seed=12345,
           group_by_length=True, log_every_steps=50, callbacks=(), verbose=2, run_eagerly=False,
-          jit_compile=False, dev_scores=None, keep_best_epoch=True):
+          jit_compile=False, dev_scores=None, keep_best_epoch=True, **compile_settings):
     """Fine-tunes `model` with `model.fit`; resumes from `output_dir/backup` if it is there.
 
     Steps are `int(len(features) // batch_size * num_train_epochs)`, rounded up so that
@@ -132,6 +131,9 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
         dev_scores: `kbert.tasks.fine_tuning.DevScores` or None. Scores the dev set.
         keep_best_epoch: bool. With `dev_scores`, end with the best epoch's weights.
             Defaults to True.
+        **compile_settings: more `kbert.tasks.fine_tuning.compile_model` settings
+            (embedding_updates, head_learning_rate_multiplier, layerwise_lr_decay,
+            steps_per_execution).
 
     Returns:
         dict: `steps`, `steps_per_part`, `start_step`, `loss` (mean over the last part) and
@@ -147,10 +149,9 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
         steps_per_part = math.ceil(steps_per_epoch / parts_per_epoch)
         parts = math.ceil(wanted / steps_per_part)
     total = parts * steps_per_part
-    with model.distribute_strategy.scope():  # optimizer variables beside the model's
-        model.compile(optimizer=optimization.create_optimizer(
-            learning_rate, total, int(total * warmup_proportion)), run_eagerly=run_eagerly,
-            jit_compile=jit_compile)
+    fine_tuning.compile_model(model, total, learning_rate=learning_rate,
+                              warmup_proportion=warmup_proportion, jit_compile=jit_compile,
+                              run_eagerly=run_eagerly, **compile_settings)
     backup_dir = os.path.join(output_dir, BACKUP_DIR)
     # Kept at the end (deleted below): the best epoch's weights are in there too.
     backup = keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False)
@@ -396,11 +397,10 @@ def _run_squad(config, strategy):
                              "add examples")
         results["train"] = train(
             model, features, output_dir, batch_size=config.train_batch_size,
-            num_train_epochs=config.num_train_epochs, learning_rate=config.learning_rate,
-            warmup_proportion=config.warmup_proportion,
+            num_train_epochs=config.num_train_epochs,
             save_checkpoints_steps=config.save_checkpoints_steps, seed=config.seed,
-            jit_compile=config.jit_compile, dev_scores=dev_scores,
-            keep_best_epoch=config.keep_best_epoch)
+            dev_scores=dev_scores, keep_best_epoch=config.keep_best_epoch,
+            **config.compile_settings())
         results["train"].update(examples=len(examples), windows=len(features))
         fine_tuning.write_outputs(output_dir, model, vocab_file, {
             "do_lower_case": config.do_lower_case, "max_seq_length": config.max_seq_length,

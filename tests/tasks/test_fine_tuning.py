@@ -116,6 +116,10 @@ def test_best_epoch_is_kept(tmp_path):
         output_dir, num_train_epochs, learning_rate = str(tmp_path), 3, 0.1
         warmup_proportion, jit_compile, keep_best_epoch = 0.0, False, True
 
+        @staticmethod
+        def compile_settings():
+            return dict(learning_rate=0.1, warmup_proportion=0.0)
+
     model.compile(loss="mse")  # replaced by compile_model, which needs a loss
     model.compute_loss = lambda x, y, y_pred, sample_weight=None, training=True: keras.ops.mean(
         (y - y_pred) ** 2)

@@ -173,3 +173,55 @@ def assert_google_checkpoint(out, head_shapes, load):
     for a, b in zip(saved.weights, reloaded.weights, strict=True):
         assert a.path == b.path
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+
+
+def _one_step_run(tmp_path, tiny_google_dir, name, **kwargs):
+    """glue.train on the 8 MRPC fixture examples with dropout 0; returns (stats, weights)."""
+    from kbert.tokenization import BertPreprocessor
+
+    run = config("MRPC", "MRPC", tmp_path / name, init_checkpoint=tiny_google_dir,
+                 do_train=True, seed=3, **kwargs)
+    spec = glue.task_spec(run)
+    keras.utils.set_random_seed(run.seed)
+    pretrained = BertClassifier.from_google_checkpoint(tiny_google_dir, 2)
+    model = BertClassifier(BertEncoder.from_config(
+        {**pretrained.encoder.get_config(), "dropout": 0.0, "attention_dropout": 0.0}), 2,
+        dropout=0.0)
+    model.set_weights(pretrained.get_weights())
+    preprocessor = BertPreprocessor(os.path.join(tiny_google_dir, "vocab.txt"),
+                                    max_seq_length=16, pad_to_max_length=False)
+    stats, _ = glue.train(model, run, spec, preprocessor, glue.read_data(run, spec))
+    return stats, [w.copy() for w in model.get_weights()]
+
+
+def test_packed_training_takes_the_unpacked_step(tiny_google_dir, tmp_path):
+    """One step over all 8 examples: packed rows (each example seeing only itself, empty slots
+    ignored) give the unpacked loss; the unpacked model gets the packed twin's weights."""
+    plain, plain_weights = _one_step_run(tmp_path, tiny_google_dir, "plain", train_batch_size=8)
+    packed, packed_weights = _one_step_run(tmp_path, tiny_google_dir, "packed",
+                                           train_batch_size=8, pack_examples=True)
+    assert packed["packed"] and packed["steps"] == plain["steps"] == 1
+    np.testing.assert_allclose(packed["final_loss"], plain["final_loss"], rtol=1e-5)
+    # Equal gradients, so the same AdamW step (the step of a tiny gradient, ~1e-7, is the
+    # one most sensitive to rounding: lr * g / (|g| + epsilon) after bias correction).
+    for a, b in zip(packed_weights, plain_weights, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_pack_examples_validation(tmp_path):
+    with pytest.raises(ValueError, match="not regression"):
+        config("STS-B", "STS-B", tmp_path, do_train=True, pack_examples=True)
+    with pytest.raises(ValueError, match="one device"):
+        config("MRPC", "MRPC", tmp_path, do_train=True, pack_examples=True,
+               distribution_strategy="mirrored")
+
+
+def test_steps_per_execution_gives_the_same_run(tiny_google_dir, tmp_path):
+    """4 steps in one graph call or one by one: the same batches, the same weights."""
+    one, one_weights = _one_step_run(tmp_path, tiny_google_dir, "one", train_batch_size=2)
+    four, four_weights = _one_step_run(tmp_path, tiny_google_dir, "four", train_batch_size=2,
+                                       steps_per_execution=4)
+    assert one["steps"] == four["steps"] == 4
+    assert four["final_loss"] == pytest.approx(one["final_loss"], rel=1e-6)
+    for a, b in zip(one_weights, four_weights, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

@@ -248,3 +248,117 @@ def test_sparse_embedding_updates_config_and_validation():
     assert clone.sparse_embedding_updates is True
     with pytest.raises(ValueError, match="global_clipnorm only"):
         optimization.AdamW(sparse_embedding_updates=True, clipnorm=1.0)
+
+
+# L = 2 transformer layers: ELECTRA's depths 0 (embeddings), 1, 2 (layers), L + 2 = 4 (head).
+def _electra_factor(path, decay, head):
+    if path.startswith("embeddings/"):
+        return decay ** 4
+    for i in range(2):
+        if path.startswith(f"transformer_layer_{i}/"):
+            return decay ** (4 - (i + 1))
+    return head if path.startswith("logits/") else 1.0  # the pooler: the full rate
+
+
+def _first_adamw_step(weight, grad, lr, weight_decay, decayed):
+    """Step 1 of BERT's AdamW in NumPy (m = 0.1 g, v = 0.001 g², bias-corrected)."""
+    weight = weight.astype("float64")
+    if decayed:
+        weight = weight - weight * weight_decay * lr
+    m, v = 0.1 * grad, 0.001 * grad.astype("float64") ** 2
+    alpha = lr * np.sqrt(1 - 0.999) / (1 - 0.9)
+    return weight - alpha * m / (np.sqrt(v) + 1e-6)
+
+
+@pytest.mark.parametrize("path", ["compiled", "sparse_rows", "keras"])
+def test_learning_rate_multipliers_scale_each_variables_step(tiny_config, path):
+    """Head × 10 and ELECTRA's layer-wise decay 0.5: each variable's first step is exactly
+    BERT's AdamW step at lr × its factor, decay included (and ≈ ±lr × factor per element)."""
+    import tensorflow as tf
+
+    class KerasUpdate(optimization.AdamW):  # Keras' own update (the multi-replica fallback)
+        def _backend_apply_gradients(self, grads, trainable_variables):
+            return keras.optimizers.AdamW._backend_apply_gradients(
+                self, grads, trainable_variables)
+
+    keras.utils.set_random_seed(0)
+    model = BertClassifier(BertEncoder(**tiny_config.encoder_kwargs()), 3)
+    multipliers = optimization.layer_multipliers(
+        "embeddings", ["transformer_layer_0", "transformer_layer_1"], ["logits"],
+        head_multiplier=10.0, layerwise_decay=0.5)
+    lr, weight_decay = 1e-3, 0.1
+    cls = KerasUpdate if path == "keras" else optimization.AdamW
+    optimizer = cls(learning_rate=optimization.WarmupLinearDecay(lr, 100),
+                    weight_decay=weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                    global_clipnorm=None,
+                    sparse_embedding_updates=path == "sparse_rows",
+                    learning_rate_multipliers=multipliers)
+    rng = np.random.default_rng(4)
+    variables = model.trainable_variables
+    before = [v.numpy() for v in variables]
+    grads = [rng.normal(size=v.shape).astype("float32") for v in variables]
+    table = [v.path for v in variables].index("embeddings/token_embedding/embeddings")
+    ids = np.array([3, 8, 3, 30])
+    if path == "sparse_rows":  # the word table's gradient arrives as a gather's
+        rows = rng.normal(size=(4, 12)).astype("float32")
+        grads[table] = np.zeros((31, 12), "float32")
+        np.add.at(grads[table], ids, rows)
+        applied = list(grads)
+        applied[table] = tf.IndexedSlices(tf.constant(rows), tf.constant(ids),
+                                          tf.constant([31, 12]))
+    else:
+        applied = grads
+    optimizer.apply_gradients(zip(applied, variables, strict=True))
+    factors = set()
+    for variable, start, grad in zip(variables, before, grads, strict=True):
+        factor = _electra_factor(variable.path, 0.5, 10.0)
+        factors.add(factor)
+        assert optimizer.learning_rate_factor(variable.path) == factor, variable.path
+        decayed = not variable.path.endswith(("/gamma", "/beta", "/bias"))
+        want = _first_adamw_step(start, grad, lr * factor, weight_decay, decayed)
+        got = variable.numpy()
+        if path == "sparse_rows" and variable.path.endswith("token_embedding/embeddings"):
+            used = np.isin(np.arange(31), ids)
+            np.testing.assert_array_equal(got[~used], start[~used])  # lazy: untouched rows
+            got, want = got[used], want[used]
+        # float32 (1 - 0.999 alone is off by 1e-5); a wrong factor is off by a whole step.
+        np.testing.assert_allclose(got, want, rtol=2e-7, atol=1e-4 * lr * factor,
+                                   err_msg=variable.path)
+        if not decayed:  # Adam's first step is ±lr × factor (up to epsilon)
+            big = np.abs(grad) > 0.01  # where epsilon is negligible
+            np.testing.assert_allclose(np.abs(got - start)[big], lr * factor, rtol=1e-2)
+    assert factors == {0.5 ** 4, 0.5 ** 3, 0.5 ** 2, 1.0, 10.0}
+    assert (optimizer._fused_update is None) == (path == "keras")
+
+
+def test_learning_rate_multipliers_default_is_bit_identical_and_serialises(tiny_config):
+    import tensorflow as tf
+
+    assert optimization.layer_multipliers("embeddings", ["transformer_layer_0"], ["logits"]) == {}
+    rng = np.random.default_rng(5)
+    x = {"token_ids": rng.integers(1, 31, (4, 7)).astype("int32"),
+         "segment_ids": np.zeros((4, 7), "int32"), "padding_mask": np.ones((4, 7), "int32")}
+    data = tf.data.Dataset.from_tensors((x, rng.integers(0, 3, 4))).repeat(3)
+    weights = []
+    # Factors of 1 for every variable take the multiplier code paths with the same arithmetic.
+    for multipliers in (None, {"(^|/)logits/": 1.0, "transformer": 1.0}):
+        keras.utils.set_random_seed(0)
+        model = BertClassifier(BertEncoder(**tiny_config.encoder_kwargs()), 3, dropout=0.0)
+        model.compile(optimizer=optimization.create_optimizer(
+            1e-2, 10, 2, learning_rate_multipliers=multipliers),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(data, verbose=0)
+        weights.append([v.numpy() for v in model.trainable_variables])
+    for default, ones in zip(*weights, strict=True):
+        np.testing.assert_array_equal(default, ones)
+    optimizer = optimization.create_optimizer(
+        2e-5, 100, 10, learning_rate_multipliers={"(^|/)crf/": 50.0, "^embeddings/": 0.3})
+    clone = keras.saving.deserialize_keras_object(
+        json.loads(json.dumps(keras.saving.serialize_keras_object(optimizer))))
+    assert clone.learning_rate_multipliers == {"(^|/)crf/": 50.0, "^embeddings/": 0.3}
+    assert clone.learning_rate_factor("tagger/crf/transitions") == 50.0
+    assert clone.learning_rate_factor("pooler/kernel") == 1.0
+    with pytest.raises(ValueError, match="must be >= 0"):
+        optimization.AdamW(learning_rate_multipliers={"crf": -1.0})
+    with pytest.raises(ValueError, match=r"layerwise_decay must be in \(0, 1\]"):
+        optimization.layer_multipliers("embeddings", [], layerwise_decay=1.5)

@@ -180,3 +180,40 @@ def test_restart_with_other_flags_stops_and_nothing_is_overwritten(tiny_google_d
     result = run(*common)
     assert result.returncode != 0 and "holds a finished run" in result.stderr
     assert (out / "model.keras").read_bytes() == model
+
+
+def test_pack_examples_gives_the_usual_outputs(tiny_google_dir, tmp_path):
+    """--pack_examples changes how training batches are built, nothing the run leaves."""
+    import keras
+
+    import kbert
+
+    out = tmp_path / "out"
+    result = run("--task_name=MRPC", f"--data_dir={MRPC}", f"--init_checkpoint={tiny_google_dir}",
+                 f"--output_dir={out}", "--do_train", "--do_eval", "--do_predict",
+                 "--max_seq_length=16", "--train_batch_size=4", "--num_train_epochs=1",
+                 "--learning_rate=1e-3", "--pack_examples", "--embedding_updates=sparse",
+                 "--head_learning_rate_multiplier=10", "--layerwise_lr_decay=0.8",
+                 "--steps_per_execution=2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert {"eval_results.txt", "eval_results.json", "train_results.json", "MRPC.tsv",
+            "dev_predictions.tsv", "model.keras", "vocab.txt", "bert_config.json",
+            "export_settings.json", "training_log.csv", "logs"} <= set(os.listdir(out))
+    train = json.loads((out / "train_results.json").read_text())
+    assert train["packed"] and train["steps"] == 2 and train["examples"] == 8
+    assert "global_step = 2" in (out / "eval_results.txt").read_text()
+    model = keras.saving.load_model(out / "model.keras")
+    assert isinstance(model, kbert.BertClassifier) and not model.encoder.packed
+    serve = export(out, tmp_path / "export")
+    outputs = serve(text_a=tf.constant(["the cat"]), text_b=tf.constant(["a dog"]))
+    assert outputs["label"].numpy()[0] in (b"0", b"1")
+
+
+def test_fine_tuning_tools_show_the_shared_flags_in_help():
+    for tool in ("run_classifier.py", "run_ner.py", "run_squad.py"):
+        result = subprocess.run([sys.executable, os.path.join(os.path.dirname(TOOL), tool),
+                                 "--help"], capture_output=True, text=True, timeout=300)
+        for flag in ("--learning_rate", "--embedding_updates", "--head_learning_rate_multiplier",
+                     "--layerwise_lr_decay", "--steps_per_execution"):
+            assert f"{flag}:" in result.stdout, (tool, flag)
+        assert ("--[no]pack_examples:" in result.stdout) == (tool == "run_classifier.py")
