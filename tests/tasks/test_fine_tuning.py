@@ -51,7 +51,7 @@ def test_casing_guard_by_vocab(tmp_path):
 
 
 def test_casing_override(tiny_google_dir, tmp_path):
-    cased = vocab(tmp_path, LOWER_WORDS[:20] + UPPER_WORDS, "cased.txt")
+    cased = vocab(tmp_path, LOWER_WORDS[:22] + UPPER_WORDS, "cased.txt")  # 31, as the model
     source = fine_tuning.resolve_init(tiny_google_dir, vocab_file=cased)
     config = fine_tuning.FineTuningConfig(output_dir=str(tmp_path / "out"), do_eval=True,
                                           max_seq_length=16)
@@ -74,7 +74,8 @@ def test_validate_inputs(tiny_google_dir, tmp_path):
                                          "max_position_embeddings=16"):
         fine_tuning.validate_inputs(long, source)
     big = vocab(tmp_path, [f"w{i}" for i in range(40)], "big.txt")
-    with pytest.raises(ValueError, match="45 tokens, but the model's vocab_size is 31"):
+    with pytest.raises(ValueError, match=r"big.txt: 45 tokens, but the model \(.*\) has "
+                                         r"vocab_size=31 embedding rows"):
         fine_tuning.validate_inputs(config, fine_tuning.resolve_init(tiny_google_dir, big))
 
 
