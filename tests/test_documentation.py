@@ -158,6 +158,9 @@ def _example_context(name):
             _tagger_data(preprocessor))
     if name == "BertSpanLabeler":
         context["features"] = _squad_features()
+    if name in ("load_model", "convert"):  # a recipe's output directory, head included
+        kbert.save_google_checkpoint(context["classifier"], "mrpc_output/bert_model.ckpt",
+                                     vocab_file="vocab.txt")
     return context
 
 

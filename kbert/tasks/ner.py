@@ -18,6 +18,7 @@ Files written to `output_dir` besides the shared layout of `kbert.tasks.fine_tun
 import dataclasses
 import os
 import random
+import sys
 import weakref
 
 import keras
@@ -267,20 +268,31 @@ def predict_labels(model, sentences, tokenizer, labels, max_seq_length, batch_si
         list (per sentence) of lists of str.
     """
     windows = conll.featurize(sentences, tokenizer, max_seq_length, **options)
-    return predict_windows(model, windows, sentences, labels, batch_size)
+    return predict_windows(model, windows, sentences, labels, batch_size, progress=True)
 
 
-def predict_windows(model, windows, sentences, labels, batch_size=32):
-    """`predict_labels` on already featurized `windows` of `sentences`."""
+def predict_windows(model, windows, sentences, labels, batch_size=32, progress=False):
+    """`predict_labels` on already featurized `windows` of `sentences`; `progress` shows a
+    progress bar (off while `model.fit`'s own bar is on screen)."""
     dataset, order = conll.inference_dataset(windows, batch_size)
     decode = _decoder(model)
+    progbar = _progbar(len(windows), -(-len(windows) // batch_size)) if progress else None
     rows = []
     for features, weights in dataset:
         rows.extend(decode(features, weights).numpy())
+        if progbar:
+            progbar.add(1)
     predicted = [None] * len(windows)
     for row, window in zip(rows, order, strict=True):
         predicted[window] = row
     return conll.word_labels(windows, predicted, labels, sentences)
+
+
+def _progbar(windows, batches):
+    if not sys.stdout.isatty():  # Progbar(verbose=2) prints one bare line at the end: name it
+        print(f"predicting {windows} windows:", end=" ", flush=True)
+    return keras.utils.Progbar(batches, verbose=1 if sys.stdout.isatty() else 2,
+                               unit_name="batch")
 
 
 # Per model, one graph for the encoder and the decoding (argmax or Viterbi), reused by every

@@ -45,6 +45,8 @@ def test_malformed_squad_files(tmp_path):
             qa["answers"][0]["answer_start"] += 1
     misplaced_file = tmp_path / "misplaced.json"
     misplaced_file.write_text(json.dumps(misplaced))
+    good_file = tmp_path / "train.json"
+    good_file.write_text(json.dumps(_data()))
     common = [f"--vocab_file={tmp_path / 'vocab.txt'}",
               f"--bert_config_file={tmp_path / 'bert_config.json'}",
               "--max_seq_length=40", "--doc_stride=12", "--max_query_length=8",
@@ -54,8 +56,9 @@ def test_malformed_squad_files(tmp_path):
                               f"--output_dir={tmp_path}/out1", *common))
     assert line.startswith(f"error: {not_squad}: not SQuAD: found an object with keys "
                            "['articles', 'version'] — expected SQuAD JSON: {\"data\"")
-    line = one_error_line(run("run_squad.py", "--do_predict", f"--predict_file={tsv}",
-                              f"--output_dir={tmp_path}/out2", *common))
+    # The predict file is parsed before any training starts.
+    line = one_error_line(run("run_squad.py", "--do_train", f"--train_file={good_file}",
+                              "--do_predict", f"--predict_file={tsv}", f"--output_dir={tmp_path}/out2", *common))
     assert line.startswith(f"error: {tsv}:1: not JSON (")
     line = one_error_line(run("run_squad.py", "--do_train", f"--train_file={misplaced_file}",
                               f"--output_dir={tmp_path}/out3", *common))

@@ -38,7 +38,8 @@ def test_demo_is_quiet(tmp_path):
 def test_recipe_is_quiet_and_verbosity_shows_everything(tiny_google_dir, tmp_path):
     # dev = train: the dev fixture has labels unseen in training, rightly a warning.
     args = [f"--train_file={CONLL}/train.txt", f"--dev_file={CONLL}/train.txt",
-            f"--init_checkpoint={tiny_google_dir}", "--do_train", "--do_eval",
+            f"--test_file={CONLL}/train.txt", f"--init_checkpoint={tiny_google_dir}",
+            "--do_train", "--do_eval", "--do_predict",
             "--max_seq_length=16", "--train_batch_size=8", "--num_train_epochs=1"]
     result = run("run_ner.py", *args, f"--output_dir={tmp_path}/quiet")
     assert result.returncode == 0, result.stderr[-3000:]
