@@ -58,7 +58,8 @@ def test_malformed_squad_files(tmp_path):
                            "['articles', 'version'] — expected SQuAD JSON: {\"data\"")
     # The predict file is parsed before any training starts.
     line = one_error_line(run("run_squad.py", "--do_train", f"--train_file={good_file}",
-                              "--do_predict", f"--predict_file={tsv}", f"--output_dir={tmp_path}/out2", *common))
+                              "--do_predict", f"--predict_file={tsv}",
+                              f"--output_dir={tmp_path}/out2", *common))
     assert line.startswith(f"error: {tsv}:1: not JSON (")
     line = one_error_line(run("run_squad.py", "--do_train", f"--train_file={misplaced_file}",
                               f"--output_dir={tmp_path}/out3", *common))
