@@ -2,9 +2,10 @@
 
 `make notebooks` runs this. Each notebook runs top to bottom in a fresh kernel whose working
 directory is notebooks/, with its data variables pointing into `--data_dir` and a temporary
-work directory. The outputs are rewritten only when every cell succeeded, and machine paths in
-them are replaced by placeholders (`<work_dir>`, `<data_dir>`, `<repo>`, `<python>`). The first
-cell of each notebook is then a note of when, where and how long the run took.
+work directory. The outputs are rewritten only when every cell succeeded; machine paths in them
+are replaced by placeholders (`<work_dir>`, `<data_dir>`, `<repo>`, `<python>`), and the
+start-up lines of TensorFlow's C++ log (oneDNN, no CUDA driver) are dropped. The first cell of
+each notebook is then a note of when, where and how long the run took.
 
     python notebooks/run_notebooks.py [--data_dir=../shared/data] [glue ner ...]
 """
@@ -13,6 +14,7 @@ import argparse
 import datetime
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -32,6 +34,11 @@ DATA = {
 }
 RUN_INFO_TAG = "run-info"
 MAX_OUTPUT_BYTES = 400_000  # one image or text output; a notebook stays readable on GitHub
+# Start-up notes of TensorFlow's C++ log and of tqdm, the same on every CPU-only machine.
+_NOISE = re.compile(r"^([IWE]\d{4} [\d:.]+ +\d+ \S+:\d+\] .*|WARNING: All log "
+                    r"messages before absl::InitializeLog\(\) is called are written to STDERR|"
+                    r".*TqdmWarning: IProgress not found.*|  from \.autonotebook import .*)\n?",
+                    re.MULTILINE)
 # Variables that would turn a real run into a test run.
 _CLEARED = ("KBERT_NOTEBOOK_TINY", "KBERT_CHECKPOINT", "KBERT_RELEASE_DIR", "KBERT_WORK_DIR")
 
@@ -54,9 +61,14 @@ def scrub(text, replacements):
 
 
 def clean_outputs(notebook, replacements):
-    """Replaces machine paths in every output; rejects outputs over `MAX_OUTPUT_BYTES`."""
+    """Replaces machine paths in every output, drops log noise from stderr, and rejects
+    outputs over `MAX_OUTPUT_BYTES`."""
     for cell in notebook.cells:
-        for output in cell.get("outputs", []):
+        if "outputs" not in cell:
+            continue
+        for output in cell.outputs:
+            if output.get("name") == "stderr":
+                output["text"] = _NOISE.sub("", output["text"])
             if "text" in output:
                 output["text"] = scrub(output["text"], replacements)
             for mime, value in output.get("data", {}).items():
@@ -65,6 +77,7 @@ def clean_outputs(notebook, replacements):
                 if len(str(value)) > MAX_OUTPUT_BYTES:
                     raise ValueError(f"an output of {len(str(value)):,} bytes ({mime}) in "
                                      f"{cell.source[:60]!r}...")
+        cell.outputs = [o for o in cell.outputs if o.get("text", True)]
 
 
 def run_info_cell(started, seconds):
