@@ -324,8 +324,8 @@ class BestEpoch(keras.callbacks.Callback):
         value = (logs or {}).get(self.monitor)
         if value is None or self.best is not None and value <= self.best["value"]:
             return
-        os.makedirs(self.backup_dir, exist_ok=True)
-        self.model.save_weights(os.path.join(self.backup_dir, _BEST_WEIGHTS))
+        with io.atomic_files(self.backup_dir) as tmp:  # a kill mid-write keeps the last best
+            self.model.save_weights(os.path.join(tmp, _BEST_WEIGHTS))
         self.best = {"epoch": epoch + 1, "value": float(value)}
         write_json(os.path.join(self.backup_dir, _BEST_FILE), self.best)
 
@@ -451,7 +451,9 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
         *([dev_scores, best] if best is not None else []),
         # After BestEpoch: a backup of epoch N always comes with the best of epochs 1..N.
         # Kept at the end (delete_checkpoint=False): the best epoch's weights are in there.
-        keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False),
+        # double_checkpoint: a run killed while writing the backup resumes from the one before.
+        keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False,
+                                         double_checkpoint=True),
         _Restored(),
         *recording_callbacks(out),
     ]

@@ -267,7 +267,8 @@ def _run_pretraining(config, strategy):
 
     steps = epoch_steps(config.num_train_steps, config.save_checkpoints_steps)
     callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(out, "backup")),
+        # double_checkpoint: a run killed while writing the backup resumes from the one before.
+        keras.callbacks.BackupAndRestore(os.path.join(out, "backup"), double_checkpoint=True),
         keras.callbacks.ModelCheckpoint(os.path.join(out, MODEL_FILE)),
     ]
     start = time.perf_counter()

@@ -154,7 +154,9 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
                               run_eagerly=run_eagerly, **compile_settings)
     backup_dir = os.path.join(output_dir, BACKUP_DIR)
     # Kept at the end (deleted below): the best epoch's weights are in there too.
-    backup = keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False)
+    # double_checkpoint: a run killed while writing the backup resumes from the one before.
+    backup = keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False,
+                                             double_checkpoint=True)
     backup.set_model(model)
     backup.on_train_begin()  # restore now, so the data stream can start where it stopped
     start = distribution.global_step(model)

@@ -69,6 +69,31 @@ def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
     assert again["eval"]["dev"]["loss"] == pytest.approx(dev["loss"], rel=1e-5)
 
 
+class InterruptSecond(keras.callbacks.Callback):
+    """Stops the first fit after its second epoch."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == 1:
+            raise KeyboardInterrupt
+
+
+def test_a_backup_torn_by_a_kill_resumes_from_the_one_before(tiny_google_dir, tmp_path,
+                                                              monkeypatch):
+    out = tmp_path / "mrpc"
+    run = config("MRPC", "MRPC", out, init_checkpoint=tiny_google_dir, num_train_epochs=3,
+                 do_train=True)
+    monkeypatch.setattr(keras.callbacks, "TensorBoard", lambda *a, **k: InterruptSecond())
+    with pytest.raises(KeyboardInterrupt):
+        glue.run_glue(run)
+    monkeypatch.undo()
+    # A kill while epoch 2's backup was written leaves a half file.
+    latest = out / "backup" / "latest.weights.h5"
+    latest.write_bytes(latest.read_bytes()[:1000])
+    train = glue.run_glue(run)["train"]
+    assert train["epochs_this_run"] == 2  # epoch 1's backup, then epochs 2 and 3
+    assert train["steps"] == 3 * 2
+
+
 def test_regression_and_two_dev_sets_without_training(tiny_google_dir, tmp_path):
     stsb = glue.run_glue(config("STS-B", "STS-B", tmp_path / "stsb", do_eval=True,
                                 do_predict=True, init_checkpoint=tiny_google_dir))
