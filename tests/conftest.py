@@ -3,10 +3,17 @@
 import importlib.util
 import os
 
+import hypothesis
 import keras
 import pytest
 
 import kbert
+
+# Property tests draw the same examples on every run (CI must not fail by chance); run with
+# --hypothesis-profile=explore to search afresh.
+hypothesis.settings.register_profile("ci", derandomize=True, database=None)
+hypothesis.settings.register_profile("explore")
+hypothesis.settings.load_profile("ci")
 
 # Every size distinct, so a transposed or mis-reshaped weight fails loudly.
 TINY_CONFIG = dict(

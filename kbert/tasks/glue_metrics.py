@@ -40,8 +40,11 @@ def pearson(labels, predictions):
     """Pearson correlation of real-valued labels and predictions (STS-B)."""
     labels, predictions = _pair(labels, predictions, np.float64)
     x, y = labels - labels.mean(), predictions - predictions.mean()
-    denominator = np.sqrt((x @ x) * (y @ y))
-    return float(x @ y / denominator) if denominator else 0.0
+    scale_x, scale_y = np.abs(x).max(initial=0.0), np.abs(y).max(initial=0.0)
+    if not scale_x or not scale_y:
+        return 0.0  # a constant side: undefined (scipy returns nan)
+    x, y = x / scale_x, y / scale_y  # so that tiny (even subnormal) spreads do not underflow
+    return float(x @ y / np.sqrt((x @ x) * (y @ y)))
 
 
 def spearman(labels, predictions):

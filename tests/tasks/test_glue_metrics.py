@@ -42,6 +42,12 @@ def test_correlations_match_scipy(pair):
     assert glue_metrics.spearman(y, p) == pytest.approx(stats.spearmanr(y, p)[0], abs=1e-9)
 
 
+def test_pearson_of_a_tiny_spread_does_not_underflow():
+    # Hypothesis found it: a subnormal spread squared is 0, which read as "constant".
+    y, p = np.array([0.0, 0.0, 0.5]), np.array([0.0, 0.0, 1.1e-309])
+    assert glue_metrics.pearson(y, p) == pytest.approx(stats.pearsonr(y, p)[0], abs=1e-9)
+
+
 def test_compute_from_model_outputs():
     logits = np.array([[2.0, -1.0], [0.1, 0.3], [-1.0, 1.0], [3.0, 0.0]])
     labels = np.array([0, 1, 0, 0])  # predictions 0, 1, 1, 0
