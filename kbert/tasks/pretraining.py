@@ -273,7 +273,7 @@ def _run_pretraining(config, strategy):
     ]
     start = time.perf_counter()
     history = model.fit(dataset, epochs=config.num_train_steps // steps, steps_per_epoch=steps,
-                        callbacks=callbacks, verbose=2)
+                        callbacks=callbacks, verbose=2, shuffle=False)  # the records shuffle
     seconds = time.perf_counter() - start
     trained = len(history.epoch) * steps  # this session's steps (after a resume, fewer)
     results = {"train": {
