@@ -17,7 +17,7 @@
 4. Start-up, on a one-document input: the tool's whole run, `import kbert.data` (from
    `python -X importtime`, which also lists the biggest imports), the character-table build
    and the FastBertTokenizer probe (`kbert.tokenization.char_table`, `shortcut`), each in a
-   fresh process, cold (no cache) and warm. Start-up numbers are rough on a loaded machine.
+   fresh process: without the on-disk cache, with an empty one, warm. Rough on a loaded machine.
 
   python -m bench.pretraining_data_scale --sizes_mb=30,120,250 --google_max_mb=250 \
       --output=/tmp/pretraining_data_scale.json
@@ -208,22 +208,28 @@ print(imported - start, table - imported, probe - table)
 
 
 def startup(vocab):
-    """Start-up costs, each in a fresh process, twice (the second finds any on-disk cache)."""
+    """Start-up costs, each in a fresh process: without kbert's on-disk cache of the character
+    table and the shortcut probe (KBERT_CACHE_DIR=''), with an empty one (cold), then warm."""
     tiny = os.path.join(_WORK.value, "one_document.txt")
     with open(tiny, "w", encoding="utf-8") as f:
         f.write("The first sentence of a tiny document.\nAnd its second one.\n\n"
                 "Another document starts here.\nIt ends here.\n")
+    cache = os.path.join(_WORK.value, "kbert_cache")
+    shutil.rmtree(cache, ignore_errors=True)
     rows = []
-    for attempt in ("first", "second"):
+    for attempt, cache_dir in (("no cache", ""), ("cold cache", cache), ("warm cache", cache)):
+        env = dict(_env(), KBERT_CACHE_DIR=cache_dir)
         out_dir = os.path.join(_WORK.value, "out_startup")
         os.makedirs(out_dir, exist_ok=True)
         command = [sys.executable, "tools/create_pretraining_data.py",
                    *tool_flags(tiny, os.path.join(out_dir, "train.tfrecord"), vocab)]
-        code, wall, cpu, rss, tail = subprocess_stats.run(command, cwd=ROOT, env=_env())
+        code, wall, cpu, rss, tail = subprocess_stats.run(command, cwd=ROOT, env=env)
         if code:
             raise RuntimeError(f"start-up run failed ({code}):\n{tail}")
         shutil.rmtree(out_dir, ignore_errors=True)
-        probe = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, env=_env(),
+        if attempt == "cold cache":  # the probe below would otherwise find the tool's cache
+            shutil.rmtree(cache, ignore_errors=True)
+        probe = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, env=env,
                                capture_output=True, text=True, check=True)
         imports, table, shortcut = map(float, probe.stdout.split())
         rows.append(dict(run=attempt, tool_wall_s=round(wall, 2), tool_cpu_s=round(cpu, 2),
