@@ -19,7 +19,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
@@ -53,8 +52,6 @@ PEER_SCRIPTS = {"huggingface": "bench.hf_squad_peer"}
 
 def main(argv):
     del argv
-    import kbert
-
     for peer in _PEERS.value:
         if peer not in PEER_SCRIPTS:
             raise app.UsageError(f"--peers: unknown {peer!r}, expected {list(PEER_SCRIPTS)}")
@@ -68,11 +65,9 @@ def main(argv):
     print(f"train: {len(train['data'])} articles, {count(train)} questions; held out: "
           f"{len(held_out['data'])} articles ({', '.join(a['title'] for a in held_out['data'])})"
           f", {count(held_out)} questions", flush=True)
-    checkpoint = os.path.join(_WORK.value, "minilm_google")
-    if not os.path.exists(os.path.join(checkpoint, "bert_model.ckpt.index")):
-        kbert.convert_huggingface_to_google(runs.minilm_dir(), checkpoint)
+    checkpoint = runs.google_checkpoint(_WORK.value)
     output_dir = os.path.join(_WORK.value, "out")
-    command = [sys.executable, "tools/run_squad.py", "--do_train", "--do_predict",
+    command = ["tools/run_squad.py", "--do_train", "--do_predict",
                f"--init_checkpoint={checkpoint}", f"--train_file={files['train']}",
                f"--predict_file={files['eval']}", f"--output_dir={output_dir}",
                "--overwrite_output_dir",
@@ -81,15 +76,11 @@ def main(argv):
                f"--learning_rate={_LR.value}", f"--seed={_SEED.value}",
                "--predict_batch_size=32", "--save_checkpoints_steps=100"]
     began = time.time()
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    subprocess.run(command, cwd=ROOT, env=env, check=True)
+    runs.run(command)
     wall = time.time() - began
-    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
-        kbert_scores = json.load(f)
-    with open(os.path.join(output_dir, "train_results.json"), encoding="utf-8") as f:
-        train_results = json.load(f)
-    with open(os.path.join(output_dir, "predictions.json"), encoding="utf-8") as f:
-        predictions = json.load(f)
+    kbert_scores = runs.read_json(os.path.join(output_dir, "eval_results.json"))
+    train_results = runs.read_json(os.path.join(output_dir, "train_results.json"))
+    predictions = runs.read_json(os.path.join(output_dir, "predictions.json"))
     official = squad_official_eval.evaluate_v1_1(held_out["data"], predictions)
     for key in ("exact_match", "f1"):
         if abs(official[key] - kbert_scores[key]) > 0.01:
@@ -99,7 +90,7 @@ def main(argv):
                f1=round(kbert_scores["f1"], 2), official_exact_match=round(
                    official["exact_match"], 2), official_f1=round(official["f1"], 2),
                questions=kbert_scores["total"], wall_s=round(wall), train=train_results,
-               command=" ".join(["python"] + command[1:]))
+               command=" ".join(["python", *command]))
     # Questions, not windows: the peer cuts contexts into other windows (see its docstring).
     row["questions_per_second"] = round(
         train_results["examples"] * _EPOCHS.value / train_results["seconds"], 2)
@@ -121,8 +112,7 @@ def main(argv):
         row[f"{peer}_train"] = result["train"]
     print(json.dumps(row, indent=2), flush=True)
     if _OUTPUT.value:
-        with open(_OUTPUT.value, "w", encoding="utf-8") as f:
-            json.dump(row, f, indent=2)
+        runs.write_json(_OUTPUT.value, row)
 
 
 if __name__ == "__main__":
