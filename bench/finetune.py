@@ -39,13 +39,15 @@ _BATCH = flags.DEFINE_integer("train_batch_size", 32, "Training batch size (both
 _LR = flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate (both).")
 _SEED = flags.DEFINE_integer("seed", 12345, "Subset, shuffle, dropout and head seed (both).")
 _OUTPUT = flags.DEFINE_string("output", None, "Write the rows as JSON here.")
-_PEERS = flags.DEFINE_list("peers", ["huggingface", "keras_hub"], "Peers to run.")
 _KBERT_FLAGS = flags.DEFINE_list(
     "kbert_flags", [], "Extra run_classifier.py flags, e.g. --kbert_flags=--jit_compile=false.")
 _PEAK = flags.DEFINE_float(
     "peak_gflops", 0.0, "fp32 matmul peak for the compute bound, GFLOP/s; 0 measures it.")
 
 PEER_SCRIPTS = {"huggingface": "bench.hf_peer", "keras_hub": "bench.glue_peer"}
+_PEERS = flags.DEFINE_list("peers", ["huggingface", "keras_hub"],
+                           "Peers to run: huggingface, keras_hub.")
+runs.validate_peers(_PEERS, PEER_SCRIPTS)
 
 
 def matmul_peak_gflops(size=1536, repeats=20):
@@ -110,8 +112,6 @@ def main(argv):
         row["fraction_of_bound"] = round(
             row["kbert_epoch_examples_per_second"] / row["compute_bound_examples_per_second"], 3)
         for peer in _PEERS.value:
-            if peer not in PEER_SCRIPTS:
-                raise app.UsageError(f"--peers: unknown {peer!r}, expected {list(PEER_SCRIPTS)}")
             peer_json = os.path.join(_WORK.value, f"{peer}_{task}.json")
             runs.run(["-m", PEER_SCRIPTS[peer], *common, f"--hf_dir={hf_dir}",
                   f"--output={peer_json}"])

@@ -37,11 +37,12 @@ _MAX_TRAIN = flags.DEFINE_integer("max_train_sentences", 0,
                                   "Seeded training subset (both); 0 = the whole train set.")
 _SEED = flags.DEFINE_integer("seed", 12345, "Subset, shuffle, dropout and head seed (both).")
 _OUTPUT = flags.DEFINE_string("output", None, "Write the row as JSON here.")
-_PEERS = flags.DEFINE_list("peers", ["huggingface"], "Peers to run.")
 _KBERT_FLAGS = flags.DEFINE_list(
     "kbert_flags", [], "Extra run_ner.py flags, e.g. --kbert_flags=--embedding_updates=sparse.")
 
 PEER_SCRIPTS = {"huggingface": "bench.hf_ner_peer"}
+_PEERS = flags.DEFINE_list("peers", ["huggingface"], "Peers to run: huggingface.")
+runs.validate_peers(_PEERS, PEER_SCRIPTS)
 _SCORES = ("precision", "recall", "f1")
 
 
@@ -55,9 +56,6 @@ def _speeds(sentences, train):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    for peer in _PEERS.value:
-        if peer not in PEER_SCRIPTS:
-            raise app.UsageError(f"--peers: unknown {peer!r}, expected {list(PEER_SCRIPTS)}")
     common = [f"--{split}_file={os.path.join(_DATA.value, split + '.txt')}"
               for split in ("train", "dev", "test")]
     common += [f"--max_seq_length={_MAX_SEQ.value}", f"--train_batch_size={_BATCH.value}",

@@ -10,7 +10,16 @@ import os
 import subprocess
 import sys
 
+from absl import flags
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def validate_peers(peers_flag, scripts):
+    """Checks a `--peers` list flag against `scripts` (name -> module) when flags parse, so a
+    misspelt peer fails before any run starts."""
+    flags.register_validator(peers_flag, lambda names: set(names) <= set(scripts),
+                             message=f"--peers: expected names from {', '.join(scripts)}")
 
 
 def minilm_dir():

@@ -45,16 +45,14 @@ _LR = flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
 _HELD_OUT = flags.DEFINE_integer("every", 5, "Hold out articles with index %% every == every-1.")
 _SEED = flags.DEFINE_integer("seed", 12345, "Shuffle, dropout and head seed (both).")
 _OUTPUT = flags.DEFINE_string("output", None, "Write the result row as JSON here.")
-_PEERS = flags.DEFINE_list("peers", [], "Peers to run on the same split and budget: huggingface.")
 
 PEER_SCRIPTS = {"huggingface": "bench.hf_squad_peer"}
+_PEERS = flags.DEFINE_list("peers", [], "Peers to run on the same split and budget: huggingface.")
+runs.validate_peers(_PEERS, PEER_SCRIPTS)
 
 
 def main(argv):
     del argv
-    for peer in _PEERS.value:
-        if peer not in PEER_SCRIPTS:
-            raise app.UsageError(f"--peers: unknown {peer!r}, expected {list(PEER_SCRIPTS)}")
     os.makedirs(_WORK.value, exist_ok=True)
     train, held_out = split(_DEV.value, _HELD_OUT.value)
     files = {}
