@@ -4,7 +4,7 @@ For each task, runs as separate processes, one after the other, on the same real
 weights (converted once to a Google checkpoint for kbert, read from the Hugging Face directory
 by both peers), with the same seeded training subset, epochs, batch size, learning rate,
 warm-up, weight decay and sequence length:
-  kbert        `tools/run_classifier.py` (length-bucketed batches padded to their longest
+  kbert        `tools/run_classifier.py` (length-grouped batches padded to their longest
                example), plus any --kbert_flags
   huggingface  `bench/hf_peer.py`: `transformers.Trainer` on PyTorch, dynamic padding and
                length grouping on (what a user would pick instead)

@@ -4,7 +4,7 @@ Runs as separate processes, one after the other, on the same real MiniLM weights
 once to a Google checkpoint for kbert, read from the Hugging Face directory by the peer), with
 the same seeded training sentences, epochs, batch size, learning rate, warm-up, weight decay
 and sequence length:
-  kbert        `tools/run_ner.py` (length-bucketed batches, long sentences split into
+  kbert        `tools/run_ner.py` (length-grouped batches, long sentences split into
                windows), last epoch kept, plus any --kbert_flags
   huggingface  `bench/hf_ner_peer.py`: `transformers.Trainer` with
                `BertForTokenClassification`, transformers' documented token-classification

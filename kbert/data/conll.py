@@ -445,14 +445,14 @@ def _label_ids(sentence, label_map):
 
 
 def training_dataset(windows, batch_size, seed=None, bucket_boundaries=None):
-    """Shuffled, length-bucketed batches of (inputs, label_ids, label_weights) for `fit`.
+    """Shuffled, length-grouped batches of (inputs, label_ids, label_weights) for `fit`.
 
     Args:
         windows: `Windows` featurized with a `label_map`.
         batch_size: int. Windows per batch.
         seed: int or None. Shuffle seed. Defaults to None.
-        bucket_boundaries: list of int. Defaults to
-            `kbert.data.pipeline.default_bucket_boundaries(longest window)`.
+        bucket_boundaries: list of int. Length buckets instead of sorted pools, as in
+            `kbert.data.pipeline.training_dataset`. Defaults to None.
 
     Returns:
         (`tf.data.Dataset` of (dict of int32 [batch, seq], int32 [batch, seq], float32

@@ -1,11 +1,11 @@
-"""tf.data input for `model.fit`: tokenize once, then shuffled, length-bucketed, padded batches.
+"""tf.data input for `model.fit`: tokenize once, then shuffled, length-grouped, padded batches.
 
 `tokenize` runs a `BertPreprocessor` over every example once and keeps each example unpadded.
 It calls the preprocessor as one `tf.function` per preprocessor, batch by batch: the tokenizer
 graph is large, and a `Dataset.map` would trace and optimise it again for every call (seconds
 each), where this traces it once for train, dev and test. Training batches come from
-`training_dataset`: a fresh shuffle each epoch, then `bucket_by_sequence_length`, so a batch
-holds examples of similar length and is padded only to its longest one. `inference_dataset`
+`training_dataset`: a fresh shuffle each epoch, then pools of batches sorted by length, so a
+batch holds examples of similar length and is padded only to its longest one. `inference_dataset`
 sorts by length instead (no randomness, even less padding) and returns the order, so
 `restore_order` puts predictions back in file order. Both feed the same features, `token_ids`,
 `segment_ids` and `padding_mask`, followed by a label or per-token targets.
@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 FEATURES = ("token_ids", "segment_ids", "padding_mask")
-POOL_BATCHES = 64  # batches per length-sorted pool of `resumable_batches`
+POOL_BATCHES = 64  # batches per length-sorted pool of the training batches
 WIDTH_MULTIPLE = 16  # `resumable_batches` widths are rounded up to this
 
 
@@ -68,25 +68,26 @@ def tokenize(examples, preprocessor, batch_size=512):
     return Tokenized(features, features["token_ids"].row_lengths().numpy())
 
 
-def default_bucket_boundaries(max_length):
-    """Bucket edges for lengths up to `max_length`: every 8 tokens to 64, then every 16,
-    then every 64 (at most half of a batch is padding above 64 tokens)."""
-    edges = list(range(8, 64, 8)) + list(range(64, 128, 16)) + list(range(128, 512, 64))
-    return [edge for edge in edges if edge < max_length]
-
-
 def training_dataset(tokenized, labels, batch_size, seed=None, bucket_boundaries=None):
-    """Shuffled, length-bucketed training batches, reshuffled every epoch.
+    """Shuffled training batches of examples of similar length, reshuffled every epoch.
+
+    By default, as `resumable_batches` and Hugging Face's `group_by_length`: each epoch's
+    shuffled examples are cut into pools of `POOL_BATCHES` batches, each pool is sorted by
+    length and cut into batches, and the batches are shuffled again. A batch is padded to its
+    longest example, so padding is a few percent of the tokens, and an epoch has
+    ceil(examples / batch_size) steps. With `bucket_boundaries`, tf.data's
+    `bucket_by_sequence_length` instead (widths bounded per bucket; each bucket ends its
+    epoch with a partial batch, and there is more padding).
 
     Args:
         tokenized: `Tokenized`.
         labels: np.ndarray [examples] of class ids (int) or scores (float); or a tuple of
             per-example targets (arrays or ragged [examples, (seq)] tensors, padded with 0),
             yielded after the features in that order, e.g. (label_ids, label_weights).
-        batch_size: int. Examples per batch (a bucket's last batch of an epoch may be smaller).
+        batch_size: int. Examples per batch (the last batch of an epoch may be smaller).
         seed: int. Shuffle seed; None for a random one. Defaults to None.
-        bucket_boundaries: list of int. Length edges of the buckets. Defaults to
-            `default_bucket_boundaries(longest example)`.
+        bucket_boundaries: list of int. Length edges of buckets, instead of sorted pools.
+            Defaults to None.
 
     Returns:
         (`tf.data.Dataset` of (features dict of int32 [batch, seq], labels [batch]) or
@@ -99,25 +100,26 @@ def training_dataset(tokenized, labels, batch_size, seed=None, bucket_boundaries
             raise ValueError(f"{len(tokenized)} examples but {int(target.shape[0])} labels")
     if not len(tokenized):
         raise ValueError("no training examples")
-    if bucket_boundaries is None:
-        bucket_boundaries = default_bucket_boundaries(int(tokenized.lengths.max()))
-    steps = steps_per_epoch(tokenized.lengths, batch_size, bucket_boundaries)
     dataset = tf.data.Dataset.from_tensor_slices((tokenized.features, *targets))
     dataset = dataset.shuffle(len(tokenized), seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.map(_dense)
     if bucket_boundaries:
-        dataset = dataset.bucket_by_sequence_length(
+        steps = steps_per_epoch(tokenized.lengths, batch_size, bucket_boundaries)
+        dataset = dataset.map(_dense).bucket_by_sequence_length(
             lambda features, *_: tf.shape(features["token_ids"])[0],
             bucket_boundaries=list(bucket_boundaries),
             bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1))
     else:
-        dataset = dataset.padded_batch(batch_size)
+        steps = -(-len(tokenized) // batch_size)
+        dataset = dataset.ragged_batch(POOL_BATCHES * batch_size).map(_sorted_by_length)
+        dataset = dataset.unbatch().map(_dense).padded_batch(batch_size)
+        dataset = dataset.shuffle(POOL_BATCHES, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
     return dataset.prefetch(tf.data.AUTOTUNE), steps
 
 
 def steps_per_epoch(lengths, batch_size, bucket_boundaries):
-    """Batches `training_dataset` yields per epoch: each bucket ends with a partial batch."""
+    """Batches `training_dataset` yields per epoch with `bucket_boundaries`: each bucket ends
+    with a partial batch."""
     # As bucket_by_sequence_length: bucket i holds edges[i-1] <= length < edges[i].
     bucket = np.searchsorted(np.asarray(bucket_boundaries, dtype=np.int64), lengths,
                              side="right")
@@ -230,6 +232,12 @@ def _targets(labels):
     if isinstance(labels, tuple):
         return labels
     return (np.asarray(labels),)
+
+
+def _sorted_by_length(features, *targets):
+    """A pool of examples (ragged [pool, (seq)] features) in order of length."""
+    order = tf.argsort(features["token_ids"].row_lengths(), stable=True)
+    return tf.nest.map_structure(lambda values: tf.gather(values, order), (features, *targets))
 
 
 def _dense(features, *targets):

@@ -395,7 +395,7 @@ def compile_model(model, num_train_steps, *, learning_rate, warmup_proportion,
             learning_rate, num_train_steps, int(num_train_steps * warmup_proportion),
             sparse_embedding_updates=embedding_updates == "sparse",
             learning_rate_multipliers=multipliers)
-        # Bucketed batches have many shapes and XLA compiles each one: off by default.
+        # Length-grouped batches have many shapes and XLA compiles each one: off by default.
         model.compile(optimizer=optimizer, jit_compile=jit_compile,
                       steps_per_execution=steps_per_execution, **compile_kwargs)
 

@@ -1,7 +1,7 @@
 """Sentence (pair) classification and regression: GLUE tasks, or a user's own files.
 
 The recipe of Google's run_classifier.py on the shared skeleton (`kbert.tasks.fine_tuning`):
-a `BertClassifier` from a Google checkpoint, length-bucketed batches (`kbert.data.pipeline`),
+a `BertClassifier` from a Google checkpoint, length-grouped batches (`kbert.data.pipeline`),
 and the task's official metric (`kbert.tasks.glue_metrics`), which also picks the best epoch.
 
 Data is either a GLUE task directory (`task_name`, `data_dir`) or a user's `.csv`, `.tsv` or

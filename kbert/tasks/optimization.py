@@ -165,7 +165,7 @@ class AdamW(keras.optimizers.AdamW):
 
     # Keras updates each weight with a dozen element-wise TF ops (clip, decay, two moments, the
     # step), every one a full pass over the weight's memory: ~100 ms a step for MiniLM's 22.7M
-    # weights on 2 CPU cores, a fixed cost that weighs most on short length-bucketed steps. XLA
+    # weights on 2 CPU cores, a fixed cost that weighs most on short length-grouped steps. XLA
     # fuses them into one loop per weight (~50 ms; the same arithmetic, equal to 1e-8). Keras only
     # compiles the update with the whole train step (`jit_compile=True`), which slows BERT's
     # forward and backward on CPU (bench/encoder.py), so the update is compiled on its own.

@@ -1,4 +1,6 @@
-"""tf.data input: tokenize once, length buckets, padding to the longest in a batch, order kept."""
+"""tf.data input: tokenize once, length groups, padding to the longest in a batch, order kept."""
+
+import itertools
 
 import numpy as np
 import pytest
@@ -44,40 +46,66 @@ def test_tokenize_strips_padding():
     assert all(v.dtype == tf.int32 for v in pairs.features.values())
 
 
-def test_training_batches_are_bucketed_shuffled_and_complete():
-    rng = np.random.default_rng(0)
-    lengths = rng.integers(1, 37, size=200)
+def _epochs(dataset, steps, tokenized, labels, check_batch):
+    """Two epochs of example ids; checks each batch's padding and that an epoch sees all."""
+    epochs = []
+    for _ in range(2):
+        seen, batches = [], 0
+        for features, ids in dataset:
+            batches += 1
+            mask = features["padding_mask"].numpy()
+            true_lengths = tokenized.lengths[ids.numpy()]
+            np.testing.assert_array_equal(mask.sum(1), true_lengths)
+            assert mask.shape[1] == true_lengths.max()  # padded to the longest in the batch
+            assert features["token_ids"].shape == features["segment_ids"].shape == mask.shape
+            check_batch(true_lengths)
+            seen.extend(ids.numpy().tolist())
+        assert batches == steps and sorted(seen) == sorted(labels.tolist())
+        epochs.append(seen)
+    assert epochs[0] != epochs[1]  # reshuffled every epoch
+    return epochs
+
+
+@pytest.mark.parametrize("pool_batches", [64, 3])
+def test_training_batches_are_length_grouped_shuffled_and_complete(monkeypatch, pool_batches):
+    monkeypatch.setattr(pipeline, "POOL_BATCHES", pool_batches)
+    lengths = np.random.default_rng(0).integers(1, 37, size=200)
+    tokenized = pipeline.tokenize(examples(lengths), fake_preprocessor)
+    dataset, steps = pipeline.training_dataset(tokenized, np.arange(200), 16, seed=3)
+    assert steps == 13 and dataset.cardinality().numpy() == steps
+    batches = []
+    epochs = _epochs(dataset, steps, tokenized, np.arange(200), batches.append)
+    if pool_batches == 64:  # one pool: the batches cut its length order into runs
+        for low, high in itertools.pairwise(sorted(batches[:steps], key=min)):
+            assert max(low) <= min(high)
+    # Padded tokens over real ones: 1.69 for unsorted batches of these lengths.
+    padded = sum(len(batch) * max(batch) for batch in batches[:steps])
+    assert padded < (1.1 if pool_batches == 64 else 1.4) * tokenized.lengths.sum()
+    again, _ = pipeline.training_dataset(tokenized, np.arange(200), 16, seed=3)
+    assert [y for _, ys in again for y in ys.numpy().tolist()] == epochs[0]  # seeded
+
+
+def test_training_batches_with_bucket_boundaries():
+    lengths = np.random.default_rng(0).integers(1, 37, size=200)
     tokenized = pipeline.tokenize(examples(lengths), fake_preprocessor)
     boundaries = [8, 16, 24]
     dataset, steps = pipeline.training_dataset(tokenized, np.arange(200), 16, seed=3,
                                                bucket_boundaries=boundaries)
     assert dataset.cardinality().numpy() == steps
-    epochs = []
-    for _ in range(2):
-        seen, batches = [], 0
-        for features, labels in dataset:
-            batches += 1
-            mask = features["padding_mask"].numpy()
-            true_lengths = tokenized.lengths[labels.numpy()]
-            np.testing.assert_array_equal(mask.sum(1), true_lengths)
-            assert mask.shape[1] == true_lengths.max()  # padded to the longest in the batch
-            buckets = np.searchsorted(boundaries, true_lengths, side="right")
-            assert len(set(buckets)) == 1  # one length bucket per batch
-            assert features["token_ids"].shape == features["segment_ids"].shape == mask.shape
-            seen.extend(labels.numpy().tolist())
-        assert batches == steps and sorted(seen) == list(range(200))
-        epochs.append(seen)
-    assert epochs[0] != epochs[1]  # reshuffled every epoch
+
+    def one_bucket(batch):
+        assert len(set(np.searchsorted(boundaries, batch, side="right"))) == 1
+
+    epochs = _epochs(dataset, steps, tokenized, np.arange(200), one_bucket)
     again, _ = pipeline.training_dataset(tokenized, np.arange(200), 16, seed=3,
                                          bucket_boundaries=boundaries)
     assert [y for _, ys in again for y in ys.numpy().tolist()] == epochs[0]  # seeded
 
 
-def test_default_buckets_cut_padding():
-    assert pipeline.default_bucket_boundaries(128) == [8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112]
-    lengths = np.array([5] * 30 + [120] * 2)
+def test_length_groups_cut_padding():
+    lengths = np.array([5] * 32 + [120] * 32)
     tokenized = pipeline.tokenize(examples(lengths - 2), _long_preprocessor)
-    dataset, steps = pipeline.training_dataset(tokenized, np.zeros(32), 32, seed=0)
+    dataset, steps = pipeline.training_dataset(tokenized, np.zeros(64), 32, seed=0)
     assert steps == 2 and sorted(f["token_ids"].shape[1] for f, _ in dataset) == [5, 120]
 
 

@@ -45,7 +45,7 @@ def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
     results = glue.run_glue(run)
     train = results["train"]
     assert train["epochs_this_run"] == 1 and train["examples"] == 8
-    assert train["steps"] == 2 * 2  # 8 examples, batch 4, all in one length bucket (<= 16)
+    assert train["steps"] == 2 * 2  # 8 examples, batch 4
     assert not os.path.exists(out / "backup") and os.path.isdir(out / "logs")
     assert sorted(results["eval"]) == ["dev"]
     dev = results["eval"]["dev"]
