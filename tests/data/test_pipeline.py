@@ -46,8 +46,11 @@ def test_tokenize_strips_padding():
     assert all(v.dtype == tf.int32 for v in pairs.features.values())
 
 
-def _epochs(dataset, steps, tokenized, labels, check_batch):
-    """Two epochs of example ids; checks each batch's padding and that an epoch sees all."""
+def _epochs(make_dataset, tokenized, check_batch):
+    """Two epochs of example ids from `make_dataset()`; checks each batch's padding, that an
+    epoch sees every example, that epochs are reshuffled and that the seed repeats them."""
+    dataset, steps = make_dataset()
+    assert dataset.cardinality().numpy() == steps
     epochs = []
     for _ in range(2):
         seen, batches = [], 0
@@ -60,10 +63,12 @@ def _epochs(dataset, steps, tokenized, labels, check_batch):
             assert features["token_ids"].shape == features["segment_ids"].shape == mask.shape
             check_batch(true_lengths)
             seen.extend(ids.numpy().tolist())
-        assert batches == steps and sorted(seen) == sorted(labels.tolist())
+        assert batches == steps and sorted(seen) == list(range(len(tokenized)))
         epochs.append(seen)
     assert epochs[0] != epochs[1]  # reshuffled every epoch
-    return epochs
+    again, _ = make_dataset()
+    assert [y for _, ys in again for y in ys.numpy().tolist()] == epochs[0]  # seeded
+    return steps
 
 
 @pytest.mark.parametrize("pool_batches", [64, 3])
@@ -71,35 +76,29 @@ def test_training_batches_are_length_grouped_shuffled_and_complete(monkeypatch, 
     monkeypatch.setattr(pipeline, "POOL_BATCHES", pool_batches)
     lengths = np.random.default_rng(0).integers(1, 37, size=200)
     tokenized = pipeline.tokenize(examples(lengths), fake_preprocessor)
-    dataset, steps = pipeline.training_dataset(tokenized, np.arange(200), 16, seed=3)
-    assert steps == 13 and dataset.cardinality().numpy() == steps
     batches = []
-    epochs = _epochs(dataset, steps, tokenized, np.arange(200), batches.append)
+    steps = _epochs(lambda: pipeline.training_dataset(tokenized, np.arange(200), 16, seed=3),
+                    tokenized, batches.append)
+    assert steps == 13
     if pool_batches == 64:  # one pool: the batches cut its length order into runs
         for low, high in itertools.pairwise(sorted(batches[:steps], key=min)):
             assert max(low) <= min(high)
     # Padded tokens over real ones: 1.69 for unsorted batches of these lengths.
     padded = sum(len(batch) * max(batch) for batch in batches[:steps])
     assert padded < (1.1 if pool_batches == 64 else 1.4) * tokenized.lengths.sum()
-    again, _ = pipeline.training_dataset(tokenized, np.arange(200), 16, seed=3)
-    assert [y for _, ys in again for y in ys.numpy().tolist()] == epochs[0]  # seeded
 
 
 def test_training_batches_with_bucket_boundaries():
     lengths = np.random.default_rng(0).integers(1, 37, size=200)
     tokenized = pipeline.tokenize(examples(lengths), fake_preprocessor)
     boundaries = [8, 16, 24]
-    dataset, steps = pipeline.training_dataset(tokenized, np.arange(200), 16, seed=3,
-                                               bucket_boundaries=boundaries)
-    assert dataset.cardinality().numpy() == steps
 
     def one_bucket(batch):
         assert len(set(np.searchsorted(boundaries, batch, side="right"))) == 1
 
-    epochs = _epochs(dataset, steps, tokenized, np.arange(200), one_bucket)
-    again, _ = pipeline.training_dataset(tokenized, np.arange(200), 16, seed=3,
-                                         bucket_boundaries=boundaries)
-    assert [y for _, ys in again for y in ys.numpy().tolist()] == epochs[0]  # seeded
+    _epochs(lambda: pipeline.training_dataset(tokenized, np.arange(200), 16, seed=3,
+                                              bucket_boundaries=boundaries),
+            tokenized, one_bucket)
 
 
 def test_length_groups_cut_padding():
