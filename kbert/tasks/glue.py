@@ -64,7 +64,8 @@ class GlueConfig(fine_tuning.FineTuningConfig):
         pack_examples: bool. Train on packed rows (`kbert.data.packing`: several short
             examples per row, each attending to itself only; the same examples per step).
             Evaluation, predictions and the saved model are the usual unpacked classifier.
-            Classification on one device only. Defaults to False.
+            Classification on one device only. Measured slower than the default
+            length-grouped batches on a CPU (BENCHMARKS.md). Defaults to False.
     """
 
     task_name: str | None = None
