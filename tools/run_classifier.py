@@ -58,7 +58,7 @@ _SKIP_BAD = flags.DEFINE_bool("skip_bad_rows", False, "Skip (and log) malformed 
 _PACK = flags.DEFINE_bool(
     "pack_examples", False, "Train on packed rows: several short examples per row, each "
     "seeing only itself, the same examples per step. The outputs are as without it. "
-    "Classification on one device. On a 2-core CPU it trained SST-2 at 0.92x the default "
+    "Classification on one device. On a 2-core CPU it trained SST-2 at 0.86-0.92x the default "
     "length-grouped batches (BENCHMARKS.md).")
 
 
