@@ -23,7 +23,8 @@ def pretraining_dataset(file_pattern, batch_size, *, max_seq_length=None,
         max_predictions_per_seq: int or None. Same.
         shuffle: bool. Shuffle files and records; False reads in order. Defaults to True.
         repeat: bool. Repeat forever. Defaults to True.
-        seed: int or None. Shuffle seed.
+        seed: int or None. Shuffle seed; with one, the files are also interleaved in a fixed
+            order, so the batches repeat from run to run. Defaults to None.
         shuffle_buffer: int. Records in the shuffle buffer. Defaults to 10000.
         cycle_length: int. Files read at once. Defaults to 4.
         drop_remainder: bool. Defaults to True (static batch shape).
@@ -49,8 +50,10 @@ def pretraining_dataset(file_pattern, batch_size, *, max_seq_length=None,
     if shuffle:
         ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files), seed=seed)
         ds = ds.repeat() if repeat else ds
+        # Unseeded, whichever file is ready first goes next (Google's sloppy interleave);
+        # seeded, the interleave keeps its order too, so a seeded run reads the same batches.
         ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(cycle_length, len(files)),
-                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
         ds = ds.shuffle(shuffle_buffer, seed=seed)
     else:  # file by file, in order (Google's eval input)
         ds = tf.data.TFRecordDataset(files)
