@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from kbert.data import features
@@ -7,13 +8,21 @@ from kbert.data import pretraining_data
 from kbert.data import pretraining_input
 
 
-def test_pretraining_dataset_feeds_the_pretrainer(wiki_sample, vocab_file, tmp_path):
+@pytest.fixture(scope="module")
+def shards(wiki_sample, vocab_file, tmp_path_factory):
+    """(file pattern, records per file) of 4 pretraining record files."""
+    out = tmp_path_factory.mktemp("shards")
     counts = pretraining_data.create_pretraining_data(
-        wiki_sample, str(tmp_path / "t.tfrecord@2"), vocab_file, input_format="wikiextractor",
+        wiki_sample, str(out / "t.tfrecord@4"), vocab_file, input_format="wikiextractor",
         progress=False, config=pretraining.PretrainingDataConfig(
-            dupe_factor=1, max_seq_length=64, max_predictions_per_seq=10))
-    ds = pretraining_input.pretraining_dataset(str(tmp_path / "t.tfrecord-*"), batch_size=8,
-                                         shuffle=False, repeat=False)
+            dupe_factor=2, max_seq_length=64, max_predictions_per_seq=10))
+    return str(out / "t.tfrecord-*"), counts
+
+
+def test_pretraining_dataset_feeds_the_pretrainer(shards):
+    pattern, counts = shards
+    ds = pretraining_input.pretraining_dataset(pattern, batch_size=8, shuffle=False,
+                                               repeat=False)
     inputs, labels, weights = next(iter(ds))
     assert {k: (v.dtype, tuple(v.shape)) for k, v in inputs.items()} == {
         "token_ids": (tf.int32, (8, 64)), "segment_ids": (tf.int32, (8, 64)),
@@ -24,19 +33,16 @@ def test_pretraining_dataset_feeds_the_pretrainer(wiki_sample, vocab_file, tmp_p
     np.testing.assert_array_equal(inputs["token_ids"], parsed["input_ids"])
     np.testing.assert_array_equal(labels["mlm_logits"], parsed["masked_lm_ids"])
     total = sum(1 for _ in pretraining_input.pretraining_dataset(
-        str(tmp_path / "t.tfrecord-*"), batch_size=1, shuffle=True, repeat=False, seed=0))
+        pattern, batch_size=1, shuffle=True, repeat=False, seed=0))
     assert total == sum(counts.values())
 
 
-def test_a_seeded_dataset_reads_the_same_order_every_time(wiki_sample, vocab_file, tmp_path):
-    pretraining_data.create_pretraining_data(
-        wiki_sample, str(tmp_path / "t.tfrecord@4"), vocab_file, input_format="wikiextractor",
-        progress=False, config=pretraining.PretrainingDataConfig(
-            dupe_factor=2, max_seq_length=64, max_predictions_per_seq=10))
+def test_a_seeded_dataset_reads_the_same_order_every_time(shards):
+    pattern, _ = shards
 
     def order(seed):
         ds = pretraining_input.pretraining_dataset(
-            str(tmp_path / "t.tfrecord-*"), batch_size=1, repeat=False, seed=seed,
+            pattern, batch_size=1, repeat=False, seed=seed,
             shuffle_buffer=4)  # a small buffer keeps the interleave order visible
         return [inputs["token_ids"].numpy().tobytes() for inputs, _, _ in ds]
 
