@@ -24,6 +24,8 @@ import typing
 import numpy as np
 import tensorflow as tf
 
+from kbert.data import pipeline
+
 PAD_LABEL = -1  # the label of an empty example slot
 
 
@@ -170,7 +172,7 @@ def training_dataset(tokenized, labels, batch_size, max_seq_length, seed=None):
     steps = math.ceil(len(labels) / batch_size)
     dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
-    return dataset.prefetch(tf.data.AUTOTUNE), steps
+    return pipeline.prefetched(dataset), steps
 
 
 def _rows(ragged):

@@ -13,7 +13,8 @@ sorts by length instead (no randomness, even less padding) and returns the order
 The one batching module of the recipes: GLUE (`kbert.tasks.glue`) and NER
 (`kbert.data.conll`) use these datasets; SQuAD's padded NumPy windows use
 `resumable_batches` (a data order that is a function of the step, so a resumed run continues
-it) and `padded_width`; feature extraction streams `padded_batch`es.
+it) and `padded_width`; feature extraction streams `padded_batch`es. Every dataset handed to
+Keras ends with `prefetched`.
 """
 
 import typing
@@ -114,7 +115,30 @@ def training_dataset(tokenized, labels, batch_size, seed=None, bucket_boundaries
         dataset = dataset.unbatch().map(_dense).padded_batch(batch_size)
         dataset = dataset.shuffle(POOL_BATCHES, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
-    return dataset.prefetch(tf.data.AUTOTUNE), steps
+    return prefetched(dataset), steps
+
+
+def prefetched(dataset, buffer_size=2):
+    """`dataset` with `buffer_size` batches prefetched and tf.data's autotuning turned off.
+
+    Keras ends an epoch, `fit` and `predict` after the steps it counted, leaving the iterator
+    unfinished, and destroying an unfinished iterator waits for the autotuning thread's next
+    wake-up, at intervals that double as the iterator ages. With TensorFlow 2.21 that cost
+    2.7 s at each epoch boundary of 8-second SST-2 epochs and up to ~30 s at the end of a
+    fit or inside a 1-minute MRPC epoch (BENCHMARKS.md, "tf.data's autotuning wait").
+    Batching a few hundred examples is cheap next to a training step, so a fixed
+    buffer loses nothing here.
+
+    Args:
+        dataset: `tf.data.Dataset` of batches.
+        buffer_size: int. Batches to prefetch. Defaults to 2.
+
+    Returns:
+        `tf.data.Dataset`.
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.prefetch(buffer_size).with_options(options)
 
 
 def steps_per_epoch(lengths, batch_size, bucket_boundaries):
@@ -149,8 +173,7 @@ def inference_dataset(tokenized, batch_size, labels=None):
         dataset = tf.data.Dataset.from_tensor_slices((features, *targets)).map(_dense)
     else:
         dataset = tf.data.Dataset.from_tensor_slices(features).map(_dense)
-    dataset = dataset.padded_batch(batch_size)
-    return dataset.prefetch(tf.data.AUTOTUNE), order
+    return prefetched(dataset.padded_batch(batch_size)), order
 
 
 def resumable_batches(inputs, targets, lengths, batch_size, seed=0, start_step=0,

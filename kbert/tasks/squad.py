@@ -167,9 +167,9 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
         lambda: training_batches(features, batch_size, seed, start, group_by_length),
         output_signature=({name: spec for name in features.inputs()},
                           {name: tf.TensorSpec([None], tf.int32)
-                           for name in ("start_logits", "end_logits")})).prefetch(2)
+                           for name in ("start_logits", "end_logits")}))
     # Every worker generates the same stream and keeps its part of each global batch.
-    dataset = distribution.shard_by_data(dataset)
+    dataset = distribution.shard_by_data(pipeline.prefetched(dataset))
     logging.info("training %d steps (%d parts of %d) on %d windows, batch %d", total, parts,
                  steps_per_part, len(features), batch_size)
     began = time.time()
@@ -245,8 +245,8 @@ def predict_logits(model, features, batch_size=8):
     for width in np.unique(widths):
         rows = np.flatnonzero(widths == width)
         inputs = {name: array[rows, :width] for name, array in features.inputs().items()}
-        dataset = distribution.shard_by_data(
-            tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size))
+        dataset = distribution.shard_by_data(pipeline.prefetched(
+            tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size)))
         outputs = model.predict(dataset, verbose=0)
         start[rows, :width] = outputs["start_logits"]
         end[rows, :width] = outputs["end_logits"]

@@ -133,6 +133,26 @@ def test_inference_order_is_restored():
     assert isinstance(next(iter(unlabelled)), dict)
 
 
+def test_datasets_for_keras_run_without_tf_data_autotuning():
+    # Keras leaves each epoch's iterator unfinished, and destroying one waits for tf.data's
+    # autotuning thread (seconds per epoch boundary, BENCHMARKS.md): every recipe dataset
+    # turns that thread off and keeps its elements.
+    from kbert.data import packing
+
+    tokenized = pipeline.tokenize(examples([3, 8, 5, 2]), fake_preprocessor)
+    labels = np.arange(4)
+    datasets = [pipeline.training_dataset(tokenized, labels, 2, seed=0)[0],
+                pipeline.training_dataset(tokenized, labels, 2, seed=0,
+                                          bucket_boundaries=[6])[0],
+                pipeline.inference_dataset(tokenized, 2)[0],
+                packing.training_dataset(tokenized, labels, 2, 16, seed=0)[0]]
+    for dataset in datasets:
+        assert dataset.options().autotune.enabled is False
+    plain = tf.data.Dataset.range(5).batch(2)
+    assert [b.tolist() for b in pipeline.prefetched(plain).as_numpy_iterator()] == [
+        [0, 1], [2, 3], [4]]
+
+
 def test_errors():
     tokenized = pipeline.tokenize(examples([1, 2]), fake_preprocessor)
     with pytest.raises(ValueError, match="2 examples but 3 labels"):
