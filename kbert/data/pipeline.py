@@ -124,10 +124,10 @@ def prefetched(dataset, buffer_size=2):
     Keras ends an epoch, `fit` and `predict` after the steps it counted, leaving the iterator
     unfinished, and destroying an unfinished iterator waits for the autotuning thread's next
     wake-up, at intervals that double as the iterator ages. With TensorFlow 2.21 that cost
-    2.7 s at each epoch boundary of 8-second SST-2 epochs and up to ~30 s at the end of a
-    fit or inside a 1-minute MRPC epoch (BENCHMARKS.md, "tf.data's autotuning wait").
-    Batching a few hundred examples is cheap next to a training step, so a fixed
-    buffer loses nothing here.
+    up to a few seconds at each boundary of 8-second SST-2 epochs and up to ~30 s inside a
+    1-minute MRPC epoch or at the end of `fit` (BENCHMARKS.md, "tf.data's autotuning wait").
+    A batch of a few hundred examples is cheap next to a training step; with the fixed
+    buffer the same SST-2 epochs were as fast or faster.
 
     Args:
         dataset: `tf.data.Dataset` of batches.
