@@ -10,6 +10,9 @@ shape, interleaved, so each optimization is measured on its own against the same
                    instead of for [CLS] alone
   sparse_embedding `create_optimizer(..., sparse_embedding_updates=True)`: AdamW on the word
                    rows the batch used instead of the whole table (lazy rows)
+  sparse_keras_lookup  sparse_embedding with the word rows read through Keras' `Embedding`
+                   (which reads the whole table, a copy once sparse updates have written it)
+                   instead of kbert's resource gather
   packed           the same examples packed first-fit into rows of --pack_length
                    (`kbert.data.packing`, `BertEncoder(packed=True)`) instead of one padded row
                    each
@@ -62,6 +65,7 @@ def _variants():
 
     import kbert
     from kbert.data import packing
+    from kbert.layers.embeddings import BertEmbeddings
     from kbert.tasks import optimization
 
     class StockUpdateAdamW(optimization.AdamW):
@@ -72,6 +76,14 @@ def _variants():
     class FullLastLayerEncoder(kbert.BertEncoder):
         def pooled_output(self, inputs, cls_positions=None):
             return self(inputs)["pooled_output"]
+
+    class KerasLookupEmbeddings(BertEmbeddings):
+        def _word_embeddings(self, token_ids):
+            return self.token_embedding(token_ids)
+
+    def keras_lookup(model):  # before the first step traces the call
+        model.encoder.embeddings.__class__ = KerasLookupEmbeddings
+        return model
 
     def optimizer(cls=optimization.AdamW, sparse=False):
         schedule = optimization.WarmupLinearDecay(1e-4, 1000, 100)
@@ -93,6 +105,7 @@ def _variants():
             "stock_update": (classifier(optimizer_cls=StockUpdateAdamW), False),
             "full_last_layer": (classifier(encoder_cls=FullLastLayerEncoder), False),
             "sparse_embedding": (classifier(sparse=True), False),
+            "sparse_keras_lookup": (keras_lookup(classifier(sparse=True)), False),
             "packed": (classifier(packed=True), True)}
 
 

@@ -2,6 +2,7 @@
 
 import keras
 import keras_nlp
+import tensorflow as tf
 
 # Google's modeling.py normalises with tf.contrib.layers.layer_norm, whose epsilon is 1e-12.
 LAYER_NORM_EPSILON = 1e-12
@@ -73,10 +74,29 @@ class BertEmbeddings(keras.layers.Layer):
             raise ValueError(
                 f"token_ids has sequence length {length}, longer than max_sequence_length "
                 f"(max_position_embeddings) {self.max_sequence_length}; truncate the input")
-        words = self.token_embedding(token_ids)
+        words = self._word_embeddings(token_ids)
         positions = self.position_embedding(words, positions=position_ids)
         x = words + positions + self.segment_embedding(segment_ids)
         return self.dropout_layer(self.layer_norm(x), training=training)
+
+    def _word_embeddings(self, token_ids):
+        """`self.token_embedding(token_ids)`, gathered from the table variable itself.
+
+        Keras' `Embedding` reads the whole table, then gathers from what it read. Once sparse
+        row updates (`sparse_embedding_updates`) have written the table, TensorFlow keeps it
+        in copy-on-read mode, so that read copies the whole table every step (47 MB for
+        30,522 x 384 words; ~5% of a short MiniLM fine-tuning step on 2 CPU cores,
+        BENCHMARKS.md); under mixed precision Keras' autocast also casts the whole table. A
+        resource gather reads only the rows: the same values and the same sparse
+        (`IndexedSlices`) gradient.
+        """
+        table = self.token_embedding.embeddings
+        variable = getattr(table, "_value", None)  # the tf.Variable of Keras' TF backend
+        if not isinstance(variable, tf.Variable) or self.token_embedding.quantization_mode \
+                or getattr(self.token_embedding, "lora_enabled", False):
+            return self.token_embedding(token_ids)
+        rows = tf.nn.embedding_lookup(variable, keras.ops.cast(token_ids, "int32"))
+        return keras.ops.cast(rows, self.compute_dtype)
 
     def compute_output_shape(self, token_ids_shape, segment_ids_shape=None,
                              position_ids_shape=None):
