@@ -35,6 +35,7 @@ import os
 
 import keras
 import tensorflow as tf
+from absl import logging
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -154,9 +155,26 @@ def set_mixed_precision(policy):
     "mixed_float16" `compile` wraps the optimizer in `keras.optimizers.LossScaleOptimizer`.
     """
     check(mixed_precision=policy)
+    if policy == "mixed_bfloat16" and emulates_bfloat16():
+        logging.warning(
+            "mixed_bfloat16 on a CPU without AVX512_BF16 or AMX and no GPU: TensorFlow emulates "
+            "the bfloat16 matmuls, which is usually slower than float32 (BENCHMARKS.md)")
     previous = keras.config.dtype_policy().name
     keras.config.set_dtype_policy(policy)
     return previous
+
+
+def emulates_bfloat16(cpuinfo="/proc/cpuinfo"):
+    """Whether training here would run bfloat16 matmuls in emulation: no GPU or TPU, and a
+    CPU whose `cpuinfo` flags lack avx512_bf16 and amx_bf16. False where unknown (no file)."""
+    if tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"):
+        return False
+    try:
+        with open(cpuinfo, encoding="utf-8") as f:
+            flags = next((line for line in f if line.startswith("flags")), None)
+    except OSError:
+        return False
+    return flags is not None and not {"avx512_bf16", "amx_bf16"} & set(flags.split())
 
 
 @contextlib.contextmanager

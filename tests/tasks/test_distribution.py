@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+from unittest import mock
 
 import keras
 import numpy as np
@@ -245,6 +246,25 @@ def test_load_in_another_precision(tmp_path):
     # bfloat16 keeps 8 bits of mantissa: the logits agree to about 1%.
     np.testing.assert_allclose(mixed(inputs), model(inputs), rtol=0.05, atol=0.02)
     np.testing.assert_allclose(same(inputs), model(inputs), atol=1e-6)
+
+
+@pytest.mark.parametrize("flags, emulated", [("fpu avx2 fma", True),
+                                             ("fpu avx512f avx512_bf16", False),
+                                             ("fpu amx_bf16 amx_tile", False)])
+def test_bfloat16_on_a_cpu_without_native_bfloat16_warns(tmp_path, flags, emulated):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+    assert distribution.emulates_bfloat16(str(cpuinfo)) == emulated
+    assert not distribution.emulates_bfloat16(str(tmp_path / "missing"))
+    with mock.patch.object(distribution, "emulates_bfloat16", return_value=emulated), \
+            mock.patch.object(distribution.logging, "warning") as warning:
+        with distribution.mixed_precision_scope("mixed_bfloat16"):
+            pass
+        with distribution.mixed_precision_scope("float32"):
+            pass
+    assert warning.call_count == emulated
+    if emulated:
+        assert "AVX512_BF16" in warning.call_args[0][0]
 
 
 if __name__ == "__main__":
