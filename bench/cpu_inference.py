@@ -60,10 +60,10 @@ CPU_FLAGS = ("avx512_bf16", "amx_bf16", "avx512_vnni", "amx_int8", "avx512f")
 
 def cpu_flags():
     """The bf16/int8-relevant flags this CPU reports (Linux /proc/cpuinfo; {} elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            reported = set(next((line for line in f if line.startswith("flags")), "").split())
-    except OSError:
+    from kbert.tasks import distribution
+
+    reported = distribution.cpu_flags()
+    if reported is None:
         return {}
     return {flag: flag in reported for flag in CPU_FLAGS}
 

@@ -164,17 +164,23 @@ def set_mixed_precision(policy):
     return previous
 
 
-def emulates_bfloat16(cpuinfo="/proc/cpuinfo"):
-    """Whether training here would run bfloat16 matmuls in emulation: no GPU or TPU, and a
-    CPU whose `cpuinfo` flags lack avx512_bf16 and amx_bf16. False where unknown (no file)."""
-    if tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"):
-        return False
+def cpu_flags(cpuinfo="/proc/cpuinfo"):
+    """The words of the CPU's "flags" line in `cpuinfo` (Linux), a set (empty without such a
+    line); None where the file cannot be read."""
     try:
         with open(cpuinfo, encoding="utf-8") as f:
-            flags = next((line for line in f if line.startswith("flags")), None)
+            return set(next((line for line in f if line.startswith("flags")), "").split())
     except OSError:
+        return None
+
+
+def emulates_bfloat16(cpuinfo="/proc/cpuinfo"):
+    """Whether training here would run bfloat16 matmuls in emulation: no GPU or TPU, and a
+    CPU whose `cpuinfo` flags lack avx512_bf16 and amx_bf16. False where unknown (no flags)."""
+    if tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"):
         return False
-    return flags is not None and not {"avx512_bf16", "amx_bf16"} & set(flags.split())
+    flags = cpu_flags(cpuinfo)
+    return bool(flags) and not {"avx512_bf16", "amx_bf16"} & flags
 
 
 @contextlib.contextmanager
