@@ -1,11 +1,14 @@
 """Atomic file output: write under a temporary name beside the target, rename when complete."""
 
 import contextlib
+import json
 import os
 import re
 import shutil
 import socket
 import tempfile
+
+import numpy as np
 
 # `.kbert-tmp-<host>-<pid>-<random>`: a later run can tell its own host's dead writers' leftovers.
 _TMP_PREFIX = ".kbert-tmp-"
@@ -97,6 +100,26 @@ def copy_file(source, target):
     if os.path.abspath(source) != os.path.abspath(target):
         with open(source, "rb") as f, atomic_write(target, "wb") as out:
             shutil.copyfileobj(f, out)
+
+
+def write_json(path, content):
+    """Writes `content` as indented JSON, atomically; numpy scalars are written as numbers."""
+    with atomic_write(path) as f:
+        f.write(json.dumps(content, indent=2, default=_plain) + "\n")
+
+
+def read_json(path):
+    """The JSON object in `path`, or {} when there is no such file."""
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
 def _umask():

@@ -8,8 +8,9 @@ A recipe (`kbert.tasks.glue`, `ner`, `squad`) is a reader, a head and a metric; 
     validate_inputs    files exist and parse, lengths fit the model, casing matches the vocab
                        (`kbert.tasks.casing`), the output dir is writable: before any training.
     (`kbert.tasks.run_manifest` resumes only the same run and never silently overwrites.)
-    fit_and_record     compile, fit (resumable, TensorBoard, CSV log), keep the best epoch by
-                       the dev metric, write train_results.json.
+    fit_and_record     compile, fit (resumable), the end-of-epoch callbacks of
+                       `kbert.tasks.epoch_callbacks` (dev scores, best epoch, CSV and
+                       TensorBoard logs), write train_results.json.
     write_outputs      the output layout every recipe shares:
 
         model.keras              weights and config only (no optimizer state)
@@ -22,16 +23,12 @@ A recipe (`kbert.tasks.glue`, `ner`, `squad`) is a reader, a head and a metric; 
 """
 
 import dataclasses
-import importlib.metadata
-import importlib.util
-import json
 import os
 import shutil
 import time
 import typing
 
 import keras
-import numpy as np
 from absl import logging
 
 from kbert import io
@@ -39,19 +36,16 @@ from kbert.checkpoints import tf1
 from kbert.config import BertConfig
 from kbert.tasks import casing
 from kbert.tasks import distribution
+from kbert.tasks import epoch_callbacks
 from kbert.tasks import optimization
 from kbert.tokenization import vocab as vocab_lib
 
 MODEL_FILE = "model.keras"
 BACKUP_DIR = "backup"
-LOG_DIR = "logs"
-TRAINING_LOG_FILE = "training_log.csv"
 TRAIN_RESULTS_FILE = "train_results.json"
 EVAL_RESULTS_FILE = "eval_results"  # .txt and .json
 MANIFEST_FILE = "run_manifest.json"  # see kbert.tasks.run_manifest
 EXPORT_SETTINGS_FILE = "export_settings.json"
-_BEST_FILE = "best_epoch.json"  # in backup/, beside the best epoch's weights
-_BEST_WEIGHTS = "best.weights.h5"
 EMBEDDING_UPDATES = ("dense", "sparse")  # see FineTuningConfig.embedding_updates
 
 
@@ -278,102 +272,6 @@ def check_loaded_model(config, model, source):
 # ----------------------------------------------------------------------------- fit and record
 
 
-class DevScores(keras.callbacks.Callback):
-    """Scores the dev set at the end of every epoch and adds `dev_<score>` to the logs.
-
-    The outputs of the last scored epoch are kept, so the final evaluation of a model that
-    ends with that epoch's weights need not predict the dev set again.
-
-    Args:
-        score_fn: callable. `score_fn(model)` -> (dict of score name -> float, outputs).
-        metric: str. The score that picks the best epoch, e.g. "f1".
-    """
-
-    def __init__(self, score_fn, metric):
-        super().__init__()
-        self.score_fn, self.metric = score_fn, metric
-        self.last = None  # (epoch, outputs)
-
-    def on_epoch_end(self, epoch, logs=None):
-        scores, outputs = self.score_fn(self.model)
-        self.last = (epoch + 1, outputs)
-        if logs is not None:
-            # Scores only: counts such as "examples" are no per-epoch log column.
-            logs.update({f"dev_{k}": v for k, v in scores.items() if isinstance(v, float)})
-        logging.info("epoch %d dev: %s", epoch + 1, _brief(scores))
-
-    def outputs_of(self, epoch):
-        """The dev outputs of `epoch` (1-based) if it was the last one scored, else None."""
-        return self.last[1] if self.last is not None and self.last[0] == epoch else None
-
-
-class BestEpoch(keras.callbacks.Callback):
-    """Keeps the weights of the epoch with the highest `monitor` in `backup/`, across restarts.
-
-    Args:
-        backup_dir: str. Where the best weights and their epoch are kept.
-        monitor: str. The epoch-log key to maximise, e.g. "dev_f1".
-    """
-
-    def __init__(self, backup_dir, monitor):
-        super().__init__()
-        self.backup_dir, self.monitor = backup_dir, monitor
-        self.best = read_json(os.path.join(backup_dir, _BEST_FILE)) or None
-
-    def on_epoch_end(self, epoch, logs=None):
-        value = (logs or {}).get(self.monitor)
-        if value is None or self.best is not None and value <= self.best["value"]:
-            return
-        with io.atomic_files(self.backup_dir) as tmp:  # a kill mid-write keeps the last best
-            self.model.save_weights(os.path.join(tmp, _BEST_WEIGHTS))
-        self.best = {"epoch": epoch + 1, "value": float(value)}
-        write_json(os.path.join(self.backup_dir, _BEST_FILE), self.best)
-
-    def restore(self):
-        """Loads the best epoch's weights; returns {"epoch", "value"} or None."""
-        if self.best is not None:
-            self.model.load_weights(os.path.join(self.backup_dir, _BEST_WEIGHTS))
-        return self.best
-
-
-class _Restored(keras.callbacks.Callback):
-    """Logs what `BackupAndRestore` (just before it) restored."""
-
-    def on_train_begin(self, logs=None):
-        step = distribution.global_step(self.model)
-        if step:
-            logging.info("restored from backup: epoch %d finished, global step %d",
-                         getattr(self.model, "_initial_epoch", 0), step)
-
-
-class _TrainingLog(keras.callbacks.CSVLogger):
-    """`CSVLogger` with the columns of the logs only.
-
-    Keras adds a `val_<name>` twin of every column when the first epoch has no validation
-    scores; these recipes never pass validation data (the dev set is scored as `dev_*`), so the
-    twins would hold nothing but NA.
-    """
-
-    def on_epoch_end(self, epoch, logs=None):
-        if self.keys is None:
-            self.keys = sorted(logs or {})
-        super().on_epoch_end(epoch, logs)
-
-
-def recording_callbacks(output_dir):
-    """The per-epoch records every recipe keeps: `training_log.csv` and, when tensorboard is
-    installed, TensorBoard logs in `logs/`."""
-    os.makedirs(output_dir, exist_ok=True)
-    found = [_TrainingLog(os.path.join(output_dir, TRAINING_LOG_FILE), append=True)]
-    if importlib.util.find_spec("tensorboard") is not None:
-        found.append(keras.callbacks.TensorBoard(os.path.join(output_dir, LOG_DIR),
-                                                 write_graph=False))
-    else:
-        logging.warning("tensorboard is not installed: no TensorBoard logs (%s has the "
-                        "per-epoch loss)", TRAINING_LOG_FILE)
-    return found
-
-
 def compile_model(model, num_train_steps, *, learning_rate, warmup_proportion,
                   jit_compile=False, embedding_updates="dense", head_learning_rate_multiplier=1.0,
                   layerwise_lr_decay=None, steps_per_execution=1, **compile_kwargs):
@@ -418,16 +316,17 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
     """Trains `model` for `config.num_train_epochs`, resumably, and records the run.
 
     Callbacks: `BackupAndRestore` in `output_dir/backup` (an interrupted run restarts at its
-    last finished epoch), `CSVLogger` (`training_log.csv`), TensorBoard in `logs/` when
-    tensorboard is installed, and with `dev_scores` the dev scores of every epoch; with
-    `config.keep_best_epoch` the model ends with the weights of the best epoch by them.
+    last finished epoch), and `kbert.tasks.epoch_callbacks`: `training_log.csv`, TensorBoard
+    in `logs/` when tensorboard is installed, and with `dev_scores` the dev scores of every
+    epoch; with `config.keep_best_epoch` the model ends with the weights of the best epoch by
+    them.
 
     Args:
         model: a compiled-or-not task model (it is compiled here).
         dataset: `tf.data.Dataset` of (inputs, targets), shuffled by itself (seeded).
         steps_per_epoch: int.
         config: `FineTuningConfig`.
-        dev_scores: `DevScores` or None.
+        dev_scores: `kbert.tasks.epoch_callbacks.DevScores` or None.
         stats: dict. More entries for train_results.json (examples, ...).
         compile_kwargs: dict. More `model.compile` arguments (a loss, metrics).
 
@@ -440,7 +339,8 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
     out = config.output_dir
     backup_dir = os.path.join(out, BACKUP_DIR)
     epoch_seconds = []
-    best = BestEpoch(backup_dir, f"dev_{dev_scores.metric}") if dev_scores is not None else None
+    best = (epoch_callbacks.BestEpoch(backup_dir, f"dev_{dev_scores.metric}")
+            if dev_scores is not None else None)
     callbacks = [
         # First: epoch_seconds is training time, without the dev scoring.
         keras.callbacks.LambdaCallback(
@@ -454,8 +354,8 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
         # double_checkpoint: a run killed while writing the backup resumes from the one before.
         keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False,
                                          double_checkpoint=True),
-        _Restored(),
-        *recording_callbacks(out),
+        epoch_callbacks.LogRestored(),
+        *epoch_callbacks.recording_callbacks(out),
     ]
     start = time.perf_counter()
     history = model.fit(dataset, epochs=epochs, callbacks=callbacks, verbose=2,
@@ -471,35 +371,10 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
     if "examples" in result and seconds:
         result["examples_per_second"] = round(result["examples"] * epochs_run / seconds, 2)
     if best is not None:
-        result.update(keep_epoch(best, config.keep_best_epoch, epochs))
+        result.update(epoch_callbacks.keep_epoch(best, config.keep_best_epoch, epochs))
     shutil.rmtree(backup_dir, ignore_errors=True)
-    write_json(os.path.join(out, TRAIN_RESULTS_FILE), result)
-    logging.info("Training done: %s", _brief(result))
-    return result
-
-
-def keep_epoch(best, keep_best_epoch, epochs):
-    """Ends training on the kept epoch: restores the best one's weights with
-    `keep_best_epoch`, else keeps the last.
-
-    Args:
-        best: `BestEpoch` of the run (its model is the trained model).
-        keep_best_epoch: bool.
-        epochs: int. Epochs of the run (the last one's number).
-
-    Returns:
-        dict for train_results.json: dev_metric, kept ("best" or "last"), kept_epoch and,
-        when an epoch was scored, best_epoch and best_dev_<metric>.
-    """
-    dev_metric = best.monitor.removeprefix("dev_")
-    result = {"dev_metric": dev_metric, "kept": "best" if keep_best_epoch else "last"}
-    if best.best is not None:
-        result["best_epoch"], result[f"best_dev_{dev_metric}"] = (best.best["epoch"],
-                                                                  best.best["value"])
-    if keep_best_epoch and best.restore() is not None:
-        logging.info("keeping epoch %d of %d (best dev %s %.4f)", best.best["epoch"], epochs,
-                     dev_metric, best.best["value"])
-    result["kept_epoch"] = result.get("best_epoch", epochs) if keep_best_epoch else epochs
+    io.write_json(os.path.join(out, TRAIN_RESULTS_FILE), result)
+    logging.info("Training done: %s", epoch_callbacks.brief(result))
     return result
 
 
@@ -524,12 +399,12 @@ def write_outputs(output_dir, model, vocab_file, export_settings):
                          vocab_lib.ADDED_TOKENS_FILE)
     if os.path.exists(added):
         io.copy_file(added, os.path.join(output_dir, vocab_lib.ADDED_TOKENS_FILE))
-    write_json(os.path.join(output_dir, EXPORT_SETTINGS_FILE), export_settings)
+    io.write_json(os.path.join(output_dir, EXPORT_SETTINGS_FILE), export_settings)
 
 
 def read_export_settings(model_path):
     """The `export_settings.json` beside a recipe's `model.keras`, or {} if there is none."""
-    return read_json(os.path.join(os.path.dirname(os.path.abspath(model_path)),
+    return io.read_json(os.path.join(os.path.dirname(os.path.abspath(model_path)),
                                    EXPORT_SETTINGS_FILE))
 
 
@@ -565,7 +440,7 @@ def write_eval_results(output_dir, results, global_step, flat=None, **extra):
             "global_step": global_step}
     with io.atomic_write(os.path.join(output_dir, EVAL_RESULTS_FILE + ".txt")) as f:
         f.writelines(f"{key} = {flat[key]}\n" for key in sorted(flat))
-    write_json(os.path.join(output_dir, EVAL_RESULTS_FILE + ".json"),
+    io.write_json(os.path.join(output_dir, EVAL_RESULTS_FILE + ".json"),
                 {**extra, "global_step": global_step, **results})
 
 
@@ -575,28 +450,3 @@ def kept_epoch_summary(train_results):
         return {}
     return {k: train_results[k] for k in ("kept", "kept_epoch", "best_epoch", "dev_metric")
             if k in train_results}
-
-
-def read_json(path):
-    """The JSON object in `path`, or {} when there is no such file."""
-    if not os.path.exists(path):
-        return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def write_json(path, content):
-    """Writes `content` as indented JSON, atomically."""
-    with io.atomic_write(path) as f:
-        f.write(json.dumps(content, indent=2, default=_plain) + "\n")
-
-
-def _plain(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
-
-
-def _brief(scores):
-    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                     for k, v in scores.items() if not isinstance(v, (dict, list)))

@@ -31,6 +31,7 @@ from kbert.data import pipeline
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
 from kbert.tasks import distribution
+from kbert.tasks import epoch_callbacks
 from kbert.tasks import fine_tuning
 from kbert.tasks import glue_metrics
 from kbert.tasks import run_manifest
@@ -284,7 +285,7 @@ def train(model, config, spec, preprocessor, data):
             outputs = predict(model, dev, preprocessor, config.eval_batch_size)
             return score(spec, dev, outputs), outputs
 
-        dev_scores = fine_tuning.DevScores(score_dev, PRIMARY_SCORE[spec.metric])
+        dev_scores = epoch_callbacks.DevScores(score_dev, PRIMARY_SCORE[spec.metric])
     logging.info("%s: %d training examples, %d steps per epoch, %d epochs%s", spec.name,
                  len(examples), steps, int(config.num_train_epochs),
                  ", packed" if config.pack_examples else "")

@@ -30,6 +30,7 @@ from kbert import io
 from kbert.data import conll
 from kbert.models.token_classifier import BertTokenClassifier
 from kbert.tasks import distribution
+from kbert.tasks import epoch_callbacks
 from kbert.tasks import fine_tuning
 from kbert.tasks import ner_metrics
 from kbert.tasks import run_manifest
@@ -238,7 +239,7 @@ def train_tagger(model, config, sentences, labels, tokenizer, dev=None):
             scores = ner_metrics.entity_scores([s.labels for s in dev], predicted)
             return {k: scores[k] for k in ("precision", "recall", "f1")}, predicted
 
-        dev_scores = fine_tuning.DevScores(score_dev, "f1")
+        dev_scores = epoch_callbacks.DevScores(score_dev, "f1")
     logging.info("%d training sentences in %d windows (%d labels%s), %d steps per epoch, %d "
                  "epochs", len(sentences), len(windows), len(labels),
                  ", CRF" if model.use_crf else "", steps, int(config.num_train_epochs))

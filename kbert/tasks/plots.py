@@ -15,7 +15,8 @@ def plot_training_log(path, metric):
 
     Args:
         path: str. A CSV with one row per epoch and `epoch` (0-based), `loss` and `metric`
-            columns, as Keras `CSVLogger` writes it.
+            columns, as `kbert.tasks.epoch_callbacks.TrainingLog` or Keras' `CSVLogger`
+            writes it; an epoch whose `metric` cell is empty or NA is left out of its panel.
         metric: str. The column of the dev score, e.g. "dev_f1".
 
     Returns:
@@ -23,13 +24,15 @@ def plot_training_log(path, metric):
     """
     with open(path, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
-    if not rows or metric not in rows[0] or "loss" not in rows[0]:
+    if not any(row.get(metric) not in (None, "", "NA") for row in rows) or "loss" not in rows[0]:
         raise ValueError(f"{path}: expected rows with 'epoch', 'loss' and {metric!r} columns, "
                          f"got {len(rows)} rows with columns {list(rows[0]) if rows else []}")
     epochs = [int(row["epoch"]) + 1 for row in rows]
     figure, axes = plt.subplots(1, 2, figsize=(9, 3), layout="constrained")
     for ax, column in zip(axes, ("loss", metric), strict=True):
-        ax.plot(epochs, [float(row[column]) for row in rows], "o-")
+        scored = [(int(row["epoch"]) + 1, float(row[column])) for row in rows
+                  if row[column] not in ("", "NA")]  # unscored epochs: empty (Keras: NA)
+        ax.plot(*zip(*scored, strict=True), "o-")
         ax.set(xlabel="epoch", xticks=epochs, title=column)
     return figure
 

@@ -12,6 +12,8 @@ import shutil
 
 from absl import logging
 
+from kbert import io
+from kbert.tasks import epoch_callbacks
 from kbert.tasks import fine_tuning
 
 # Settings that do not change what training does: a restart may change them.
@@ -21,8 +23,8 @@ _NOT_IN_MANIFEST = ("output_dir", "overwrite_output_dir", "do_eval", "do_predict
 
 
 # What an earlier run leaves that --overwrite_output_dir removes.
-_RUN_DIRS = (fine_tuning.BACKUP_DIR, fine_tuning.LOG_DIR)
-_RUN_FILES = (fine_tuning.MANIFEST_FILE, fine_tuning.MODEL_FILE, fine_tuning.TRAINING_LOG_FILE,
+_RUN_DIRS = (fine_tuning.BACKUP_DIR, epoch_callbacks.LOG_DIR)
+_RUN_FILES = (fine_tuning.MANIFEST_FILE, fine_tuning.MODEL_FILE, epoch_callbacks.TRAINING_LOG_FILE,
               fine_tuning.TRAIN_RESULTS_FILE, fine_tuning.EVAL_RESULTS_FILE + ".txt",
               fine_tuning.EVAL_RESULTS_FILE + ".json")
 
@@ -58,7 +60,7 @@ def begin_training(config, manifest):
     """
     out = config.output_dir
     path = os.path.join(out, fine_tuning.MANIFEST_FILE)
-    old = fine_tuning.read_json(path) or None
+    old = io.read_json(path) or None
     ways_out = (f"pass --overwrite_output_dir to start over in {out}, or choose another "
                 f"--output_dir")
     if config.overwrite_output_dir:
@@ -83,13 +85,13 @@ def begin_training(config, manifest):
         if old.get("finished"):
             raise ValueError(f"{out}: holds a finished run with these settings; {ways_out}")
         logging.info("%s: the same run, interrupted: resuming from %s", out, fine_tuning.BACKUP_DIR)
-    fine_tuning.write_json(path, {**manifest, "finished": False})
+    io.write_json(path, {**manifest, "finished": False})
 
 
 def finish_training(config):
     """Marks the run in `output_dir` finished: a rerun needs `overwrite_output_dir`."""
     path = os.path.join(config.output_dir, fine_tuning.MANIFEST_FILE)
-    fine_tuning.write_json(path, {**fine_tuning.read_json(path), "finished": True})
+    io.write_json(path, {**io.read_json(path), "finished": True})
 
 
 def _differences(old, new, prefix=""):

@@ -36,6 +36,7 @@ from kbert.models.encoder import BertEncoder
 from kbert.models.span_labeler import MASKED_LOGIT
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.tasks import distribution
+from kbert.tasks import epoch_callbacks
 from kbert.tasks import fine_tuning
 from kbert.tasks import run_manifest
 from kbert.tasks import squad_metrics
@@ -128,7 +129,7 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
         run_eagerly: bool. No tf.function (debugging, tiny models). Defaults to False.
         jit_compile: bool. XLA; it compiles once per batch width (up to seq / 16 widths),
             seconds each. Defaults to False.
-        dev_scores: `kbert.tasks.fine_tuning.DevScores` or None. Scores the dev set.
+        dev_scores: `kbert.tasks.epoch_callbacks.DevScores` or None. Scores the dev set.
         keep_best_epoch: bool. With `dev_scores`, end with the best epoch's weights.
             Defaults to True.
         **compile_settings: more `kbert.tasks.fine_tuning.compile_model` settings
@@ -137,7 +138,7 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
 
     Returns:
         dict: `steps`, `steps_per_part`, `start_step`, `loss` (mean over the last part) and
-        `seconds`; with `dev_scores` also `kbert.tasks.fine_tuning.keep_epoch`'s entries.
+        `seconds`; with `dev_scores` also `kbert.tasks.epoch_callbacks.keep_epoch`'s entries.
     """
     steps_per_epoch = max(1, len(features) // batch_size)
     wanted = max(1, int(steps_per_epoch * num_train_epochs))
@@ -176,19 +177,19 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
     extra = [_StepLogger(log_every_steps, batch_size)] if log_every_steps else []
     best = None
     if dev_scores is not None:
-        best = fine_tuning.BestEpoch(backup_dir, f"dev_{dev_scores.metric}")
+        best = epoch_callbacks.BestEpoch(backup_dir, f"dev_{dev_scores.metric}")
         # Before the backup: a backup of epoch N always comes with the best of epochs 1..N.
         extra.insert(0, _AtEpochEnds([dev_scores, best], parts_per_epoch, parts))
     history = model.fit(dataset, epochs=parts, steps_per_epoch=steps_per_part,
                         initial_epoch=start // steps_per_part,
                         callbacks=[*extra[:1], backup, *extra[1:],
-                                   *fine_tuning.recording_callbacks(output_dir), *callbacks],
+                                   *epoch_callbacks.recording_callbacks(output_dir), *callbacks],
                         verbose=verbose, shuffle=False)  # the stream is already shuffled
     losses = history.history.get("loss") or [float("nan")]
     result = {"steps": total, "steps_per_part": steps_per_part, "start_step": start,
               "loss": float(losses[-1]), "seconds": time.time() - began}
     if best is not None:
-        result.update(fine_tuning.keep_epoch(best, keep_best_epoch,
+        result.update(epoch_callbacks.keep_epoch(best, keep_best_epoch,
                                              math.ceil(parts / parts_per_epoch)))
     shutil.rmtree(backup_dir, ignore_errors=True)
     return result
@@ -386,7 +387,7 @@ def _run_squad(config, strategy):
     # With answers, the predict file is the dev set: scored after every epoch to keep the best.
     dev_scores = None
     if config.do_train and has_answers and config.num_train_epochs > 1:
-        dev_scores = fine_tuning.DevScores(score_dev, "f1")
+        dev_scores = epoch_callbacks.DevScores(score_dev, "f1")
     if config.do_train:
         examples = train_examples
         features = squad_data.convert_examples_to_features(examples, is_training=True,
@@ -409,7 +410,7 @@ def _run_squad(config, strategy):
             "max_query_length": config.max_query_length,
             "max_answer_length": config.max_answer_length,
             "null_score_diff_threshold": config.null_score_diff_threshold})
-        _write_json(os.path.join(output_dir, fine_tuning.TRAIN_RESULTS_FILE), results["train"])
+        io.write_json(os.path.join(output_dir, fine_tuning.TRAIN_RESULTS_FILE), results["train"])
         run_manifest.finish_training(config)
     if config.do_predict:
         # The kept epoch's dev predictions when they were the last ones made in training.
@@ -426,8 +427,3 @@ def _run_squad(config, strategy):
                 output_dir, {}, distribution.global_step(model), **results["eval"],
                 **fine_tuning.kept_epoch_summary(results.get("train")))
     return results
-
-
-def _write_json(path, content):
-    with io.atomic_write(path) as f:
-        f.write(json.dumps(content, indent=2, sort_keys=True) + "\n")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from kbert.tasks import casing
+from kbert.tasks import epoch_callbacks
 from kbert.tasks import fine_tuning
 from kbert.tasks import run_manifest
 
@@ -126,7 +127,7 @@ def test_best_epoch_is_kept(tmp_path):
         (y - y_pred) ** 2)
     dataset = __import__("tensorflow").data.Dataset.from_tensor_slices(
         (np.ones((8, 2), "float32"), np.ones((8, 1), "float32"))).batch(4)
-    dev = fine_tuning.DevScores(score, "f1")
+    dev = epoch_callbacks.DevScores(score, "f1")
     stats = fine_tuning.fit_and_record(model, dataset, 2, Config, dev_scores=dev)
     assert (stats["best_epoch"], stats["kept_epoch"], stats["kept"]) == (2, 2, "best")
     for kept, expected in zip(model.get_weights(), snapshots[1], strict=True):

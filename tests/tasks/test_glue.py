@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
-from kbert.tasks import fine_tuning
+from kbert.tasks import epoch_callbacks
 from kbert.tasks import glue
 
 GLUE_DIR = os.path.join(os.path.dirname(__file__), "..", "fixtures", "glue")
@@ -151,14 +151,14 @@ def test_format_predictions():
 def scripted_dev_scores(monkeypatch, values):
     """Makes the per-epoch dev score follow `values`; records each epoch's weights."""
     snapshots = []
-    original = fine_tuning.DevScores.on_epoch_end
+    original = epoch_callbacks.DevScores.on_epoch_end
 
     def on_epoch_end(self, epoch, logs=None):
         original(self, epoch, logs)
         logs[f"dev_{self.metric}"] = values[epoch]
         snapshots.append([w.copy() for w in self.model.get_weights()])
 
-    monkeypatch.setattr(fine_tuning.DevScores, "on_epoch_end", on_epoch_end)
+    monkeypatch.setattr(epoch_callbacks.DevScores, "on_epoch_end", on_epoch_end)
     return snapshots
 
 

@@ -20,6 +20,15 @@ def test_training_log_plots_loss_and_the_dev_metric_per_epoch(tmp_path):
         plots.plot_training_log(str(log), "dev_accuracy")
 
 
+def test_training_log_epochs_without_a_dev_score_are_left_out_of_its_panel(tmp_path):
+    log = tmp_path / "training_log.csv"  # SQuAD's parts: dev scored after every second one
+    log.write_text("epoch,dev_f1,loss\n0,,0.9\n1,0.5,0.6\n2,,0.5\n3,0.75,0.4\n", "utf-8")
+    (loss_x, loss_y), (f1_x, f1_y) = [
+        ax.lines[0].get_data() for ax in plots.plot_training_log(str(log), "dev_f1").axes]
+    assert list(loss_x) == [1, 2, 3, 4] and list(loss_y) == [0.9, 0.6, 0.5, 0.4]
+    assert list(f1_x) == [2, 4] and list(f1_y) == [0.5, 0.75]
+
+
 def test_confusion_matrix_counts_gold_rows_and_predicted_columns():
     figure = plots.plot_confusion_matrix([0, 0, 1, 1, 1, 2], [0, 1, 1, 1, 2, 2], "abc")
     counts = figure.axes[0].images[0].get_array()

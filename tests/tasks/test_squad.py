@@ -1,4 +1,5 @@
 import collections
+import csv
 import json
 import os
 
@@ -181,6 +182,20 @@ def test_the_best_epoch_is_kept(tiny, tmp_path, monkeypatch):
     assert_google_checkpoint(out, {"cls/squad/output_weights": (2, 12),
                                    "cls/squad/output_bias": (2,)},
                              BertSpanLabeler.from_google_checkpoint)
+
+
+def test_epochs_of_several_parts_log_their_dev_scores(tiny, tmp_path, monkeypatch):
+    snapshots = scripted_dev_scores(monkeypatch, [40.0, 60.0])
+    results = squad.run_squad(recipe_config(tmp_path, tiny, num_train_epochs=2,
+                                            save_checkpoints_steps=3))
+    # 5 steps an epoch in parts of at most 3: 2 parts of 3 an epoch, scored after the 2nd.
+    assert results["train"]["steps"] == 12 and len(snapshots) == 2
+    assert results["train"]["best_epoch"] == 2
+    with open(tmp_path / "out" / "training_log.csv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [row["epoch"] for row in rows] == ["0", "1", "2", "3"]  # one row a part
+    assert [row["dev_f1"] for row in rows] == ["", "40.0", "", "60.0"]
+    assert all(row["dev_exact_match"] for row in rows[1::2]) and all(row["loss"] for row in rows)
 
 
 def test_the_last_epoch_is_kept_on_request(tiny, tmp_path, monkeypatch):
