@@ -1,5 +1,6 @@
 """kbert: BERT in Keras 3 on TensorFlow, exact to Google's original checkpoints."""
 
+from kbert import cpu_allocator  # noqa: F401  (first: before TensorFlow makes a tensor)
 from kbert.bridges import convert
 from kbert.bridges import load_model
 from kbert.bridges import save_model
