@@ -1,9 +1,10 @@
 """What the Hugging Face peers share: the Trainer under kbert's budget, scoring, the JSON.
 
-`train` fine-tunes with `transformers.Trainer` (PyTorch, CPU) and the settings of kbert's
-recipes: peak learning rate, linear warm-up (the same fraction of the steps) and decay to 0,
-weight decay 0.01 (not on biases and LayerNorm, as the Trainer's default), AdamW epsilon 1e-6,
-gradient clipping at global norm 1, the seed; with the Trainer's own speed setting on:
+`train` fine-tunes with `transformers.Trainer` (PyTorch, on the CPU unless --hf_device=cuda)
+and the settings of kbert's recipes: peak learning rate, linear warm-up (the same fraction of
+the steps) and decay to 0, weight decay 0.01 (not on biases and LayerNorm, as the Trainer's
+default), AdamW epsilon 1e-6, gradient clipping at global norm 1, the seed; with the Trainer's
+own speed setting on:
 `train_sampling_strategy="group_by_length"` (batches of similar length), to go with a padding
 collator. `outputs` runs the model over a list in order, for scoring.
 """
@@ -15,9 +16,15 @@ import time
 
 import torch
 import transformers
+from absl import flags
 from absl import logging
 
 from bench import runs
+
+_DEVICE = flags.DEFINE_enum(
+    "hf_device", "cpu", ["cpu", "cuda"],
+    "Where the Trainer runs. Speed comparisons with kbert need cpu (the same machine); cuda "
+    "gives the peer's scores at a full budget where its CPU run would take hours.")
 
 
 class EpochTimer(transformers.TrainerCallback):
@@ -56,7 +63,8 @@ def train(model, rows, collator, *, batch_size, learning_rate, epochs, warmup_pr
             weight_decay=0.01, adam_epsilon=1e-6, max_grad_norm=1.0, seed=seed,
             data_seed=seed, train_sampling_strategy="group_by_length",
             save_strategy="no", eval_strategy="no", logging_strategy="epoch",
-            report_to="none", use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
+            report_to="none", use_cpu=_DEVICE.value == "cpu", disable_tqdm=True,
+            dataloader_num_workers=0)
         trainer = transformers.Trainer(model=model, args=args, train_dataset=rows,
                                        data_collator=collator, callbacks=[timer])
         start = time.perf_counter()
@@ -68,18 +76,24 @@ def train(model, rows, collator, *, batch_size, learning_rate, epochs, warmup_pr
 def outputs(model, rows, collator, batch_size):
     """The model's outputs over `rows` in their order, one per batch: a plain loop (eval mode,
     no gradients), not `Trainer.predict`, which under length grouping has returned them in
-    another order (transformers 5.23). Labels in `rows` are left out."""
+    another order (transformers 5.23). Labels in `rows` are left out; the outputs are on the
+    CPU."""
     model.eval()
+    results = []
     with torch.no_grad():
-        return [model(**collator([{k: v for k, v in row.items() if k != "labels"}
-                                  for row in rows[start:start + batch_size]]))
-                for start in range(0, len(rows), batch_size)]
+        for start in range(0, len(rows), batch_size):
+            batch = collator([{k: v for k, v in row.items() if k != "labels"}
+                              for row in rows[start:start + batch_size]])
+            out = model(**{k: v.to(model.device) for k, v in batch.items()})
+            results.append(out.__class__(**{k: v.cpu() for k, v in out.items()}))
+    return results
 
 
 def impl():
     """What the peer ran on, for the JSON."""
-    return (f"transformers {transformers.__version__} Trainer, torch {torch.__version__}, "
-            f"{torch.get_num_threads()} threads")
+    where = (torch.cuda.get_device_name() if _DEVICE.value == "cuda"
+             else f"{torch.get_num_threads()} CPU threads")
+    return f"transformers {transformers.__version__} Trainer, torch {torch.__version__}, {where}"
 
 
 def report(results, output=None):
