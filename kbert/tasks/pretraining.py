@@ -26,7 +26,6 @@ workers), or of the raw text (one byte range each).
 
 import collections
 import dataclasses
-import json
 import math
 import os
 import time
@@ -292,8 +291,7 @@ def _run_pretraining(config, strategy):
         with io.atomic_write(os.path.join(out, "eval_results.txt")) as f:
             for key in sorted(results["eval"]):
                 f.write(f"{key} = {results['eval'][key]}\n")
-    with io.atomic_write(os.path.join(out, "train_results.json")) as f:
-        json.dump(results, f, indent=2, sort_keys=True)
+    io.write_json(os.path.join(out, "train_results.json"), results)
     return results
 
 
