@@ -4,9 +4,8 @@
 and the settings of kbert's recipes: peak learning rate, linear warm-up (the same fraction of
 the steps) and decay to 0, weight decay 0.01 (not on biases and LayerNorm, as the Trainer's
 default), AdamW epsilon 1e-6, gradient clipping at global norm 1, the seed; with the Trainer's
-own speed setting on:
-`train_sampling_strategy="group_by_length"` (batches of similar length), to go with a padding
-collator. `outputs` runs the model over a list in order, for scoring.
+own speed setting on: `train_sampling_strategy="group_by_length"` (batches of similar length),
+to go with a padding collator. `outputs` runs the model over a list in order, for scoring.
 """
 
 import json
