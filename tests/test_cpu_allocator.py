@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from kbert import cpu_allocator
+from tests.limits import SUBPROCESS_TIMEOUT
 
 # In a fresh process: import kbert, then count the minor page faults of a function that makes
 # four 16 MB tensors a call. malloc maps and unmaps them each call (~4,000 faults); TensorFlow's
@@ -31,7 +32,7 @@ def _faults_per_call(setting):
     if setting is not None:
         env[cpu_allocator.ENV_VAR] = setting
     result = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
-                            text=True, timeout=300, check=True)
+                            text=True, timeout=SUBPROCESS_TIMEOUT, check=True)
     return float(result.stdout.split()[-1])
 
 

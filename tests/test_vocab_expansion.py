@@ -16,6 +16,7 @@ from bert import tokenization as google_tokenization
 import kbert
 from kbert import vocab_expansion
 from tests.conftest import TINY_CONFIG
+from tests.limits import SUBPROCESS_TIMEOUT
 from tests.oracle import google_bert
 
 NEW = ["covid-19", "SARS-CoV-2", "immunotherapy", "nanobody", "the"]  # "the" is present
@@ -169,7 +170,7 @@ def test_tool(real_vocab_release, tmp_path):
     result = subprocess.run(
         [sys.executable, tool, f"--input_dir={real_vocab_release}",
          f"--new_tokens_file={tokens}", f"--output_dir={tmp_path / 'out'}", "--mode=append"],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr
     config = kbert.BertConfig.from_json_file(str(tmp_path / "out" / "bert_config.json"))
     assert config.vocab_size == 30524

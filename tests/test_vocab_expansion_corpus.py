@@ -12,6 +12,7 @@ import kbert
 from kbert import vocab_expansion
 from kbert.tokenization import coverage
 from tests.conftest import TINY_CONFIG
+from tests.limits import SUBPROCESS_TIMEOUT
 from tests.tokenization.test_coverage import BEFORE
 from tests.tokenization.test_coverage import CORPUS
 from tests.tokenization.test_coverage import VOCAB
@@ -103,7 +104,7 @@ def test_tool_reads_a_tsv_column_and_prints_coverage(release, tmp_path):
         [sys.executable, TOOL, f"--input_dir={release}", f"--new_tokens_from_corpus={tsv}",
          "--corpus_column=text_a", "--max_new_tokens=4", "--mode=append",
          f"--output_dir={tmp_path / 'out'}"],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr
     assert "5 candidates, 4 added" in result.stdout
     assert "coverage before: CJK characters 37.50% known (3 of 8)" in result.stdout

@@ -18,6 +18,7 @@ import tensorflow as tf
 from kbert.data import features
 from kbert.data import pretraining
 from kbert.data import pretraining_data
+from tests.limits import SUBPROCESS_TIMEOUT
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 SEQ, PREDICTIONS = 128, 20
@@ -32,7 +33,7 @@ def oracle(*args):
 
 
 def finish(process):
-    out, err = process.communicate(timeout=300)
+    out, err = process.communicate(timeout=SUBPROCESS_TIMEOUT)
     assert process.returncode == 0, err[-3000:]
     return out
 

@@ -23,6 +23,7 @@ from kbert.export import serving
 from kbert.models.classifier import BertClassifier
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.models.token_classifier import BertTokenClassifier
+from tests.limits import SUBPROCESS_TIMEOUT
 
 MAX_SEQ_LENGTH = 24
 MAX_QUERY_LENGTH = 6
@@ -107,7 +108,8 @@ def serve_in_fresh_process(calls, tmp_path):
     spec.write_text(json.dumps(calls), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run([sys.executable, "-I", "-c", SERVE_SCRIPT, str(spec), str(out)],
-                            capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
+                            cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(out.read_text(encoding="utf-8"))
 
@@ -379,7 +381,7 @@ def test_signature_names_and_dtypes(served):
 def test_saved_model_cli_lists_signatures(served):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     result = subprocess.run([cli, "show", "--dir", served["dirs"]["span_labeler"], "--all"],
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-2000:]
     signatures = {}
     for block in result.stdout.split("signature_def[")[1:]:

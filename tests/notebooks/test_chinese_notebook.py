@@ -7,6 +7,7 @@ import keras
 
 import kbert
 from tests.conftest import TINY_CONFIG
+from tests.limits import SUBPROCESS_TIMEOUT
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "chinese",
                        "chnsenticorp_train_head.tsv")
@@ -31,7 +32,7 @@ def test_chinese_notebook_runs(run_notebook, minilm_dir, tmp_path):
     text = run_notebook("chinese.ipynb", {
         "KBERT_NOTEBOOK_TINY": "1", "KBERT_CHNSENTICORP_DIR": str(data),
         "KBERT_CHECKPOINT": str(checkpoint), "KBERT_WORK_DIR": str(tmp_path / "work")},
-        timeout=300)
+        timeout=SUBPROCESS_TIMEOUT)
     added = int(re.search(r"candidates, (\d+) added", text).group(1))
     assert 500 < added <= 994, text
     before = float(re.search(r"before: CJK characters (\S+)% known", text).group(1))

@@ -25,13 +25,13 @@ from kbert.models.span_labeler import BertSpanLabeler
 from kbert.tasks import distribution
 from kbert.tasks import glue
 from kbert.tasks import optimization
+from tests.limits import SUBPROCESS_TIMEOUT
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 TINY = dict(vocabulary_size=31, num_layers=1, num_heads=3, hidden_dim=12, intermediate_dim=20,
             max_sequence_length=16)
 SEQ, GLOBAL_BATCH, STEPS, NUM_CLASSES = 10, 4, 4, 3
 PREDICT_BATCH = 6  # 16 examples: two full batches and a partial one of 4
-TIMEOUT = 120
 
 
 def _data():
@@ -108,7 +108,7 @@ def _run_module(*args, env=None):
 
 def _result(process):
     try:
-        stdout, stderr = process.communicate(timeout=TIMEOUT)
+        stdout, stderr = process.communicate(timeout=SUBPROCESS_TIMEOUT)
     finally:
         if process.poll() is None:
             process.kill()

@@ -11,6 +11,7 @@ import pytest
 import kbert
 from kbert.tasks import feature_extraction
 from tests.conftest import TINY_CONFIG
+from tests.limits import SUBPROCESS_TIMEOUT
 from tests.oracle import google_bert
 
 # 31 entries: the tiny config's vocab_size.
@@ -105,16 +106,16 @@ def test_tool_writes_npy_and_jsonl(release, tmp_path):
     common = [sys.executable, tool, f"--input_file={release / 'input.txt'}",
               f"--init_checkpoint={release}", f"--max_seq_length={SEQ}"]
     result = subprocess.run(common + [f"--output_file={tmp_path / 'v.npy'}", "--pooling=mean"],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr
     vectors = np.load(tmp_path / "v.npy")
     assert vectors.shape == (len(LINES), 12) and np.isfinite(vectors).all()
     result = subprocess.run(common + [f"--output_file={tmp_path / 'f.jsonl'}", "--layers=-1"],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr
     assert len((tmp_path / "f.jsonl").read_text().splitlines()) == len(LINES)
     result = subprocess.run(common + [f"--output_file={tmp_path / 'x.npy'}"],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert result.returncode != 0 and "must end in .jsonl" in result.stderr
 
 

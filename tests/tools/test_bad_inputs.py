@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from tests.data.test_squad import SPECIAL
+from tests.limits import SUBPROCESS_TIMEOUT
 from tests.tasks.test_squad import WORDS
 from tests.tasks.test_squad import _data
 
@@ -17,7 +18,7 @@ ENV = dict(os.environ, PYTHONPATH=ROOT)
 
 def run(tool, *args):
     return subprocess.run([sys.executable, os.path.join(TOOLS, tool), *args],
-                          capture_output=True, text=True, timeout=300, env=ENV)
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT, env=ENV)
 
 
 def one_error_line(result):

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from tests.limits import SUBPROCESS_TIMEOUT
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOLS = os.path.join(ROOT, "tools")
 # The tools import this checkout's kbert, not another one installed in the environment.
@@ -24,7 +26,7 @@ NOISE = re.compile(r"^[WEF]\d{4} |^WARNING|^ERROR|InitializeLog|oneDNN|cpu_featu
 
 def run(tool, *args, env=None):
     return subprocess.run([sys.executable, os.path.join(TOOLS, tool), *args],
-                          capture_output=True, text=True, timeout=300,
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
                           env=dict(ENV, **(env or {})))
 
 

@@ -5,12 +5,14 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from tests.limits import SUBPROCESS_TIMEOUT
+
 TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "convert_checkpoint.py")
 
 
 def run(*args):
     result = subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                            timeout=300)
+                            timeout=SUBPROCESS_TIMEOUT)
     return result
 
 

@@ -3,13 +3,15 @@ import os
 import subprocess
 import sys
 
+from tests.limits import SUBPROCESS_TIMEOUT
+
 TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "create_pretraining_data.py")
 WIKI_SAMPLE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "enwiki_wiki_29_head.txt")
 
 
 def run(*args):
     return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=SUBPROCESS_TIMEOUT)
 
 
 def test_writes_shards_then_skips_them(tmp_path):

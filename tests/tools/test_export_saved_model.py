@@ -12,6 +12,8 @@ import tensorflow as tf
 from absl import app
 from absl import flags
 
+from tests.limits import SUBPROCESS_TIMEOUT
+
 TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "export_saved_model.py")
 
 
@@ -35,7 +37,7 @@ def test_exports_a_google_checkpoint(tiny_google_dir, tmp_path):
     export_dir = tmp_path / "encoder" / "1"
     result = subprocess.run([sys.executable, TOOL, f"--model={tiny_google_dir}",
                              f"--export_dir={export_dir}", "--max_seq_length=8"],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Exported BertEncoder to" in result.stderr
     assert os.listdir(export_dir / "assets") == ["vocab.txt"]

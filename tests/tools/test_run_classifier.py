@@ -11,13 +11,15 @@ import zipfile
 
 import tensorflow as tf
 
+from tests.limits import SUBPROCESS_TIMEOUT
+
 TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "run_classifier.py")
 MRPC = os.path.join(os.path.dirname(__file__), "..", "fixtures", "glue", "MRPC")
 
 
 def run(*args):
     return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=SUBPROCESS_TIMEOUT)
 
 
 def test_train_eval_predict(tiny_google_dir, tmp_path):
@@ -67,7 +69,7 @@ def export(model_dir, export_dir):
     """tools/export_saved_model.py on a recipe's output dir, with no other flag."""
     result = subprocess.run([sys.executable, EXPORT, f"--model={model_dir}",
                              f"--export_dir={export_dir}"], capture_output=True, text=True,
-                            timeout=300)
+                            timeout=SUBPROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     return tf.saved_model.load(str(export_dir)).signatures["serving_default"]
 
@@ -212,7 +214,8 @@ def test_pack_examples_gives_the_usual_outputs(tiny_google_dir, tmp_path):
 def test_fine_tuning_tools_show_the_shared_flags_in_help():
     for tool in ("run_classifier.py", "run_ner.py", "run_squad.py"):
         result = subprocess.run([sys.executable, os.path.join(os.path.dirname(TOOL), tool),
-                                 "--help"], capture_output=True, text=True, timeout=300)
+                                 "--help"], capture_output=True, text=True,
+                                timeout=SUBPROCESS_TIMEOUT)
         for flag in ("--learning_rate", "--embedding_updates", "--head_learning_rate_multiplier",
                      "--layerwise_lr_decay", "--steps_per_execution"):
             assert f"{flag}:" in result.stdout, (tool, flag)

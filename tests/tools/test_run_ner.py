@@ -7,6 +7,7 @@ import sys
 
 import tensorflow as tf
 
+from tests.limits import SUBPROCESS_TIMEOUT
 from tests.tools.test_run_classifier import export
 
 TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "run_ner.py")
@@ -15,7 +16,7 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "conll")
 
 def run(*args):
     return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=SUBPROCESS_TIMEOUT)
 
 
 def test_train_eval_predict_with_crf(tiny_google_dir, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 
 import kbert
 from kbert import data
+from tests.limits import SUBPROCESS_TIMEOUT
 
 TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "run_pretraining.py")
 WIKI_SAMPLE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "enwiki_wiki_29_head.txt")
@@ -33,7 +34,7 @@ def test_pretrains_from_a_config_and_writes_a_google_checkpoint(tmp_path):
          f"--output_dir={tmp_path}/out", f"--bert_config_file={config}",
          f"--vocab_file={vocab}", "--train_batch_size=4", "--num_train_steps=2",
          "--num_warmup_steps=1", "--save_checkpoints_steps=1"],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads((tmp_path / "out" / "train_results.json").read_text())
     assert results["train"]["global_step"] == 2
@@ -60,7 +61,7 @@ def test_mirrored_with_xla(tmp_path):
          f"--vocab_file={vocab}", "--train_batch_size=4", "--num_train_steps=2",
          "--num_warmup_steps=1", "--distribution_strategy=mirrored", "--jit_compile",
          "--mixed_precision=mixed_bfloat16"],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     train = json.loads((tmp_path / "out" / "train_results.json").read_text())["train"]
     assert train["global_step"] == 2 and math.isfinite(train["loss"])
@@ -70,7 +71,7 @@ def run_tool(*flags):
     # This checkout's kbert, not whichever one the environment has installed.
     root = os.path.join(os.path.dirname(__file__), "..", "..")
     return subprocess.run([sys.executable, TOOL, *flags], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, PYTHONPATH=root))
+                          timeout=SUBPROCESS_TIMEOUT, env=dict(os.environ, PYTHONPATH=root))
 
 
 TEXT_FLAGS = (f"--input_file={WIKI_SAMPLE}", "--input_format=wikiextractor",

@@ -6,6 +6,7 @@ import sys
 import tensorflow as tf
 
 from tests.data.test_squad import SPECIAL
+from tests.limits import SUBPROCESS_TIMEOUT
 from tests.tasks.test_squad import WORDS
 from tests.tasks.test_squad import _data
 from tests.tools.test_run_classifier import export
@@ -15,7 +16,7 @@ TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "run_squad.p
 
 def run(*args):
     return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=SUBPROCESS_TIMEOUT)
 
 
 def test_trains_predicts_and_evaluates(tmp_path):
