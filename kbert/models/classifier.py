@@ -5,10 +5,11 @@ import keras
 from kbert import checkpoints
 from kbert.models.encoder import BertEncoder
 from kbert.models.encoder import input_names
+from kbert.models.task_model import TaskModel
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertClassifier(keras.Model):
+class BertClassifier(TaskModel):
     """Sequence classification (or regression) on BERT's pooled output.
 
     As Google's run_classifier.py `create_model`: dropout on the pooled `[CLS]` vector, then a

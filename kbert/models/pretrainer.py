@@ -8,10 +8,11 @@ from kbert import checkpoints
 from kbert.layers.embeddings import LAYER_NORM_EPSILON
 from kbert.layers.transformer import get_activation
 from kbert.models.encoder import BertEncoder
+from kbert.models.task_model import TaskModel
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertPretrainer(keras.Model):
+class BertPretrainer(TaskModel):
     """BERT with the pretraining heads of Google's run_pretraining.py.
 
     The masked-LM head is dense + `hidden_act` + LayerNorm, then the word-embedding table

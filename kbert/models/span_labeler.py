@@ -4,6 +4,7 @@ import keras
 
 from kbert import checkpoints
 from kbert.models.encoder import BertEncoder
+from kbert.models.task_model import TaskModel
 
 MASKED_LOGIT = -1e9  # exp() of it is exactly 0 in float32; finite, so a loss never sees inf
 
@@ -54,7 +55,7 @@ class ContextMask(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertSpanLabeler(keras.Model):
+class BertSpanLabeler(TaskModel):
     """Extractive question answering: a start and an end logit per token.
 
     As Google's run_squad.py `create_model`: one dense layer with two outputs on the

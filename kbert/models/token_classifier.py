@@ -5,10 +5,11 @@ import keras
 from kbert import checkpoints
 from kbert.layers.crf import CRF
 from kbert.models.encoder import BertEncoder
+from kbert.models.task_model import TaskModel
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertTokenClassifier(keras.Model):
+class BertTokenClassifier(TaskModel):
     """Token classification (NER) on BERT's sequence output.
 
     Dropout, then a dense layer (truncated-normal 0.02 kernel, zero bias) on every position

@@ -24,6 +24,43 @@ import tensorflow as tf
 NO_WEIGHT_DECAY = ("gamma", "beta", "bias")
 
 
+def _tf_variable(variable):
+    return variable.value if isinstance(variable, keras.Variable) else variable
+
+
+# Hand-written: Keras updates each weight with a dozen element-wise TF ops (clip, decay, two
+# moments, the step), every one a full pass over the weight's memory, ~100 ms a step for
+# MiniLM's 22.7M weights on 2 CPU cores. XLA fuses them into one loop per weight. Compiled per
+# weight shape (13 for MiniLM), not as one function over all weights: that one took ~10 s to
+# trace and compile at every training start, and its step ran slower (BENCHMARKS.md, "The
+# AdamW update compiled per weight shape"). Keras only compiles the update with the whole
+# train step (`jit_compile=True`), which slows BERT's forward and backward on CPU.
+@tf.function(jit_compile=True)
+def _fused_adamw_step(handles, dtype, grad, scale, rate, alpha, decayed, weight_decay, beta_1,
+                      beta_2, epsilon):
+    """One weight's AdamW step in place, as Keras' AdamW: the gradient times `scale` (global
+    norm clipping), decay `weight -= weight * weight_decay * rate` if `decayed`, then Adam with
+    the bias-corrected step size `alpha`. `handles`: the resource handles of the weight and its
+    two moments, of `dtype` (handles, not variables, so that one trace serves every weight of
+    a shape, in any model)."""
+    def read(handle):
+        return tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
+
+    weight, m_handle, v_handle = handles
+    grad = tf.cast(grad, dtype) * tf.cast(scale, dtype)
+    value = read(weight)
+    if decayed:
+        value -= value * tf.cast(weight_decay, dtype) * tf.cast(rate, dtype)
+    m = read(m_handle)
+    m += (grad - m) * (1 - beta_1)
+    v = read(v_handle)
+    v += (tf.square(grad) - v) * (1 - beta_2)
+    tf.raw_ops.AssignVariableOp(resource=m_handle, value=m)
+    tf.raw_ops.AssignVariableOp(resource=v_handle, value=v)
+    tf.raw_ops.AssignVariableOp(
+        resource=weight, value=value - m * tf.cast(alpha, dtype) / (tf.sqrt(v) + epsilon))
+
+
 # Keras has no warm-up + linear decay schedule: `PolynomialDecay` has no warm-up and
 # `CosineDecay`'s warm-up is followed by a cosine, not a linear, decay. So a small one.
 @keras.saving.register_keras_serializable(package="kbert")
@@ -118,7 +155,6 @@ class AdamW(keras.optimizers.AdamW):
         self.weight_decay_exclusions = tuple(weight_decay_exclusions)
         self.sparse_embedding_updates = sparse_embedding_updates
         self.exclude_from_weight_decay(var_names=list(self.weight_decay_exclusions))
-        self._fused_update = None
         self._factors = None  # per variable index, set by build
 
     def learning_rate_factor(self, path):
@@ -163,94 +199,77 @@ class AdamW(keras.optimizers.AdamW):
         tf.__internal__.distribute.interim.maybe_merge_call(
             decay, self._distribution_strategy, variables)
 
-    # Keras updates each weight with a dozen element-wise TF ops (clip, decay, two moments, the
-    # step), every one a full pass over the weight's memory: ~100 ms a step for MiniLM's 22.7M
-    # weights on 2 CPU cores, a fixed cost that weighs most on short length-grouped steps. XLA
-    # fuses them into one loop per weight (~50 ms; the same arithmetic, equal to 1e-8). Keras only
-    # compiles the update with the whole train step (`jit_compile=True`), which slows BERT's
-    # forward and backward on CPU (bench/encoder.py), so the update is compiled on its own.
     def _backend_apply_gradients(self, grads, trainable_variables):
         if keras.backend.backend() != "tensorflow":
             return super()._backend_apply_gradients(grads, trainable_variables)
+        if not self._fused_update_applies():
+            # A word-table gradient is IndexedSlices, one row per token; Keras' Adam squares
+            # the rows before summing a repeated token's (a wrong second moment): dense first.
+            return super()._backend_apply_gradients(
+                [tf.convert_to_tensor(grad) for grad in grads], trainable_variables)
         variables = list(trainable_variables)
+        sparse = {}
+        if self.sparse_embedding_updates:
+            for i, grad in enumerate(grads):
+                if isinstance(grad, tf.IndexedSlices):
+                    # Keras' Adam would square a repeated row's parts before summing them.
+                    rows, position = tf.unique(grad.indices)
+                    sparse[i] = (rows, tf.math.unsorted_segment_sum(
+                        grad.values, position, num_segments=tf.size(rows)))
+        # Any other IndexedSlices (a word table's, with dense updates) is made dense here.
+        dense = {i: tf.convert_to_tensor(grad) for i, grad in enumerate(grads)
+                 if i not in sparse}
+        scale = self._clipping_scale(
+            list(dense.values()) + [values for _, values in sparse.values()])
+        learning_rate = tf.cast(self.learning_rate, "float32")
+        step = tf.cast(self.iterations + 1, "float32")
+        beta_1_power, beta_2_power = tf.pow(self.beta_1, step), tf.pow(self.beta_2, step)
+        for i, variable in enumerate(variables):
+            rate = learning_rate * self._factor(variable)
+            alpha = rate * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+            decayed = self.weight_decay is not None and self._use_weight_decay(variable)
+            if i in sparse:
+                rows, values = sparse[i]
+                self._update_rows(variable, rows, values * tf.cast(scale, values.dtype), rate,
+                                  alpha, decayed)
+                continue
+            index = self._get_variable_index(variable)
+            handles = tuple(_tf_variable(v).handle for v in (
+                variable, self._momentums[index], self._velocities[index]))
+            _fused_adamw_step(handles, _tf_variable(variable).dtype, dense[i], scale, rate,
+                              alpha, decayed=decayed, weight_decay=self.weight_decay or 0.0,
+                              beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
+
+    def _fused_update_applies(self):
+        """Whether `_fused_adamw_step` can do the update: one replica (several update through
+        merge_call, which cannot run inside XLA), none of Keras' per-variable clipping, EMA,
+        gradient accumulation or AMSGrad (Keras' own update does those)."""
         replicated = tf.distribute.has_strategy() and not isinstance(
             tf.distribute.get_strategy(), tf.distribute.OneDeviceStrategy)
-        if self.sparse_embedding_updates and not replicated and any(
-                isinstance(grad, tf.IndexedSlices) for grad in grads):
-            return self._apply_sparse_and_dense(grads, variables)
-        # The word-embedding gradient is IndexedSlices, one row per token. Made dense: Keras'
-        # Adam squares those rows before summing a repeated token's (a wrong second moment
-        # whenever clipping has not already made it dense), and fixed shapes let XLA compile
-        # the update once instead of at every batch length.
-        grads = [tf.convert_to_tensor(grad) for grad in grads]
-        if replicated:
-            # Several replicas update through merge_call, which cannot run inside XLA.
-            return super()._backend_apply_gradients(grads, variables)
-        parent = super()._backend_apply_gradients
-        self._compiled(variables, lambda grads: parent(grads, variables))(grads)
+        return not (replicated or self.clipnorm or self.clipvalue or self.use_ema
+                    or self.gradient_accumulation_steps or self.amsgrad)
 
-    def _compiled(self, variables, update):
-        """`update` compiled with XLA, once per list of variables (Keras passes the same)."""
-        key = tuple(map(id, variables))
-        if self._fused_update is None or self._fused_update[0] != key:
-            self._fused_update = (key, tf.function(update, jit_compile=True))
-        return self._fused_update[1]
+    def _clipping_scale(self, grads):
+        """The factor `global_clipnorm` clips every gradient by (1.0 without clipping)."""
+        if not self.global_clipnorm:
+            return tf.constant(1.0)
+        # 2 * l2_loss: the squared norm in one pass, without a squared copy of each gradient.
+        norm = tf.sqrt(tf.add_n([2.0 * tf.nn.l2_loss(tf.cast(g, "float32")) for g in grads]))
+        # As keras' clip_by_global_norm: NaN for a non-finite norm.
+        scale = self.global_clipnorm * tf.minimum(1.0 / norm, 1.0 / self.global_clipnorm)
+        return scale + (norm - norm)
 
-    def _apply_sparse_and_dense(self, grads, variables):
-        """The update with `sparse_embedding_updates`: dense weights through the compiled
-        update, sparse gradients' rows outside it (their row count changes every batch)."""
-        sparse = {}
-        for i, grad in enumerate(grads):
-            if isinstance(grad, tf.IndexedSlices):
-                # Keras' Adam would square a repeated row's parts before summing them.
-                rows, position = tf.unique(grad.indices)
-                sparse[i] = (rows, tf.math.unsorted_segment_sum(
-                    grad.values, position, num_segments=tf.size(rows)))
-        dense = [i for i in range(len(grads)) if i not in sparse]
-        if not dense:
-            raise ValueError("sparse_embedding_updates needs at least one dense gradient")
-        squared_norm = tf.add_n([tf.reduce_sum(tf.square(tf.cast(values, "float32")))
-                                 for _, values in sparse.values()])
-        dense_variables = [variables[i] for i in dense]
-        scale = self._compiled(
-            dense_variables, lambda grads, squared_norm: self._clipped_dense_update(
-                grads, dense_variables, squared_norm))(
-            [tf.convert_to_tensor(grads[i]) for i in dense], squared_norm)
-        for i, (rows, values) in sparse.items():
-            self._update_rows(variables[i], rows, values * tf.cast(scale, values.dtype))
-
-    def _clipped_dense_update(self, grads, variables, sparse_squared_norm):
-        """Clips by the global norm of all gradients (the sparse ones' given as their squared
-        norm), decays and updates `variables`; returns the clipping factor."""
-        scale = tf.constant(1.0)
-        if self.global_clipnorm:
-            norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.cast(g, "float32")))
-                                     for g in grads] + [sparse_squared_norm]))
-            # As keras' clip_by_global_norm: NaN for a non-finite norm.
-            scale = self.global_clipnorm * tf.minimum(1.0 / norm, 1.0 / self.global_clipnorm)
-            scale += norm - norm
-            grads = [g * tf.cast(scale, g.dtype) for g in grads]
-        self._apply_weight_decay(variables)
-        self._backend_update_step(grads, variables, self.learning_rate)
-        return scale
-
-    def _update_rows(self, variable, rows, grad):
-        """Keras' AdamW `update_step` (decay first, then Adam) on `rows` of `variable` alone."""
-        value = variable.value if isinstance(variable, keras.Variable) else variable
+    def _update_rows(self, variable, rows, grad, rate, alpha, decayed):
+        """Keras' AdamW `update_step` (decay first, then Adam) on `rows` of `variable` alone,
+        at learning rate `rate` and Adam step size `alpha`."""
+        value = _tf_variable(variable)
         dtype = value.dtype
-        lr = tf.cast(self.learning_rate, dtype)
-        factor = self._factor(variable)
-        if factor != 1.0:
-            lr *= factor
         grad = tf.cast(grad, dtype)
-        step = tf.cast(self.iterations + 1, dtype)
-        alpha = lr * tf.sqrt(1 - tf.pow(tf.cast(self.beta_2, dtype), step)) / (
-            1 - tf.pow(tf.cast(self.beta_1, dtype), step))
         index = self._get_variable_index(variable)
         m, v = self._momentums[index].value, self._velocities[index].value
         weights = tf.gather(value, rows)
-        if self._use_weight_decay(variable):
-            weights -= weights * tf.cast(self.weight_decay, dtype) * lr
+        if decayed:
+            weights -= weights * tf.cast(self.weight_decay, dtype) * tf.cast(rate, dtype)
         m_rows = tf.gather(m, rows)
         m_rows += (grad - m_rows) * (1 - self.beta_1)
         v_rows = tf.gather(v, rows)
@@ -258,7 +277,7 @@ class AdamW(keras.optimizers.AdamW):
         m.scatter_update(tf.IndexedSlices(m_rows, rows))
         v.scatter_update(tf.IndexedSlices(v_rows, rows))
         value.scatter_update(tf.IndexedSlices(
-            weights - m_rows * alpha / (tf.sqrt(v_rows) + self.epsilon), rows))
+            weights - m_rows * tf.cast(alpha, dtype) / (tf.sqrt(v_rows) + self.epsilon), rows))
 
     def get_config(self):
         config = super().get_config()

@@ -8,6 +8,22 @@ from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
 from kbert.tasks import optimization
 
+FUSED_STEP = optimization._fused_adamw_step  # before `fused_steps` wraps it
+
+
+@pytest.fixture
+def fused_steps(monkeypatch):
+    """The shapes `optimization._fused_adamw_step` is called with (a call per weight per
+    update in eager code, per weight per trace inside a `tf.function`)."""
+    shapes = []
+
+    def recording(handles, dtype, grad, *args, **kwargs):
+        shapes.append(tuple(grad.shape))
+        return FUSED_STEP(handles, dtype, grad, *args, **kwargs)
+
+    monkeypatch.setattr(optimization, "_fused_adamw_step", recording)
+    return shapes
+
 
 def test_schedule_warms_up_then_decays_as_google():
     schedule = optimization.WarmupLinearDecay(1e-3, num_train_steps=100, num_warmup_steps=10)
@@ -84,7 +100,7 @@ def _reference_adamw(weights, grads_per_step, rates, decayed, weight_decay, clip
 
 
 @pytest.mark.parametrize("clipnorm", [1.0, None])
-def test_compiled_update_equals_reference_adamw_with_sparse_gradients(clipnorm):
+def test_compiled_update_equals_reference_adamw_with_sparse_gradients(clipnorm, fused_steps):
     import tensorflow as tf
 
     rng = np.random.default_rng(0)
@@ -108,16 +124,20 @@ def test_compiled_update_equals_reference_adamw_with_sparse_gradients(clipnorm):
         rates.append(float(optimization.WarmupLinearDecay(0.05, 8, 2)(step)))
         sparse = tf.IndexedSlices(tf.constant(rows), tf.constant(ids), tf.constant([50, 8]))
         optimizer.apply_gradients(zip([sparse] + others, variables, strict=True))
+        if step == 0:
+            traces = FUSED_STEP.experimental_get_tracing_count()
     expected = _reference_adamw(initial, dense_grads, rates, [True, True, False], 0.1,
                                 clipnorm or np.inf)
     for variable, want in zip(variables, expected, strict=True):
         np.testing.assert_allclose(variable.numpy(), want, rtol=1e-5, atol=1e-6)
-    # The update was compiled once, whatever the number of tokens in the sparse gradient.
-    assert optimizer._fused_update[1].experimental_get_tracing_count() == 1
+    # Every weight, the word table included, went through the compiled step, which was
+    # traced at the first update only, whatever the number of tokens in the sparse gradient.
+    assert fused_steps == [(50, 8), (8, 4), (4,)] * 5
+    assert FUSED_STEP.experimental_get_tracing_count() == traces
 
 
 @pytest.mark.parametrize("strategy", ["default", "one_device"])
-def test_compiled_update_in_fit_equals_keras_update(tiny_config, strategy):
+def test_compiled_update_in_fit_equals_keras_update(tiny_config, strategy, fused_steps):
     """The recipes train under OneDeviceStrategy: the compiled update runs there too."""
     import tensorflow as tf
 
@@ -140,9 +160,15 @@ def test_compiled_update_in_fit_equals_keras_update(tiny_config, strategy):
             model.compile(optimizer=cls(learning_rate=1e-2, weight_decay=0.1, epsilon=1e-6,
                                         global_clipnorm=1.0),
                           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        fused_steps.clear()
         model.fit(data, verbose=0)
         weights.append([v.numpy() for v in model.trainable_variables])
-        assert (model.optimizer._fused_update is not None) == (cls is optimization.AdamW)
+        # A call per weight each time the train function is traced (twice without a
+        # strategy: Keras builds the optimizer in the first trace), none with Keras' update.
+        calls_per_trace = len(model.trainable_variables) if cls is optimization.AdamW else 0
+        assert len(fused_steps) in (calls_per_trace, 2 * calls_per_trace)
+        assert set(fused_steps) == (
+            {tuple(v.shape) for v in model.trainable_variables} if calls_per_trace else set())
     for ours, keras_own in zip(*weights, strict=True):
         np.testing.assert_allclose(ours, keras_own, rtol=1e-5, atol=1e-6)
 
@@ -172,7 +198,7 @@ def _reference_lazy_adamw(weights, steps, rates, decayed, weight_decay, clipnorm
 
 
 @pytest.mark.parametrize("clipnorm", [1.0, None])
-def test_sparse_embedding_updates_equal_reference_lazy_adamw(clipnorm):
+def test_sparse_embedding_updates_equal_reference_lazy_adamw(clipnorm, fused_steps):
     import tensorflow as tf
 
     rng = np.random.default_rng(2)
@@ -195,6 +221,8 @@ def test_sparse_embedding_updates_equal_reference_lazy_adamw(clipnorm):
         sparse = tf.IndexedSlices(tf.constant(rows), tf.constant(ids, tf.int32),
                                   tf.constant([50, 8]))
         optimizer.apply_gradients(zip([sparse] + others, variables, strict=True))
+        if step == 0:
+            traces = FUSED_STEP.experimental_get_tracing_count()
     expected = _reference_lazy_adamw(initial, steps, rates, [True, True, False], 0.1,
                                      clipnorm or np.inf)
     for variable, want in zip(variables, expected, strict=True):
@@ -202,7 +230,9 @@ def test_sparse_embedding_updates_equal_reference_lazy_adamw(clipnorm):
     # Unused rows: weights and moments untouched (dense AdamW would have decayed them).
     np.testing.assert_array_equal(variables[0].numpy()[25:], initial[0][25:])
     assert not optimizer._momentums[0].numpy()[25:].any()
-    assert optimizer._fused_update[1].experimental_get_tracing_count() == 1
+    # The dense weights went through the compiled step, the table's rows did not.
+    assert fused_steps == [(8, 4), (4,)] * 4
+    assert FUSED_STEP.experimental_get_tracing_count() == traces
 
 
 @pytest.mark.parametrize("strategy", ["default", "one_device"])
@@ -271,7 +301,7 @@ def _first_adamw_step(weight, grad, lr, weight_decay, decayed):
 
 
 @pytest.mark.parametrize("path", ["compiled", "sparse_rows", "keras"])
-def test_learning_rate_multipliers_scale_each_variables_step(tiny_config, path):
+def test_learning_rate_multipliers_scale_each_variables_step(tiny_config, path, fused_steps):
     """Head × 10 and ELECTRA's layer-wise decay 0.5: each variable's first step is exactly
     BERT's AdamW step at lr × its factor, decay included (and ≈ ±lr × factor per element)."""
     import tensorflow as tf
@@ -328,7 +358,8 @@ def test_learning_rate_multipliers_scale_each_variables_step(tiny_config, path):
             big = np.abs(grad) > 0.01  # where epsilon is negligible
             np.testing.assert_allclose(np.abs(got - start)[big], lr * factor, rtol=1e-2)
     assert factors == {0.5 ** 4, 0.5 ** 3, 0.5 ** 2, 1.0, 10.0}
-    assert (optimizer._fused_update is None) == (path == "keras")
+    assert len(fused_steps) == {"compiled": len(variables), "sparse_rows": len(variables) - 1,
+                                "keras": 0}[path]
 
 
 def test_learning_rate_multipliers_default_is_bit_identical_and_serialises(tiny_config):
