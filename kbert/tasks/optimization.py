@@ -193,8 +193,7 @@ class AdamW(keras.optimizers.AdamW):
                         variable * tf.cast(self.weight_decay, variable.dtype) * lr)
 
             for variable in variables:
-                value = variable.value if isinstance(variable, keras.Variable) else variable
-                distribution.extended.update(value, decay_one, group=False)
+                distribution.extended.update(_tf_variable(variable), decay_one, group=False)
 
         tf.__internal__.distribute.interim.maybe_merge_call(
             decay, self._distribution_strategy, variables)
@@ -224,9 +223,13 @@ class AdamW(keras.optimizers.AdamW):
         learning_rate = tf.cast(self.learning_rate, "float32")
         step = tf.cast(self.iterations + 1, "float32")
         beta_1_power, beta_2_power = tf.pow(self.beta_1, step), tf.pow(self.beta_2, step)
+        step_sizes = {}  # learning-rate factor -> (rate, alpha), shared by its weights
         for i, variable in enumerate(variables):
-            rate = learning_rate * self._factor(variable)
-            alpha = rate * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+            factor = self._factor(variable)
+            if factor not in step_sizes:
+                rate = learning_rate * factor
+                step_sizes[factor] = (rate, rate * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power))
+            rate, alpha = step_sizes[factor]
             decayed = self.weight_decay is not None and self._use_weight_decay(variable)
             if i in sparse:
                 rows, values = sparse[i]
@@ -234,9 +237,10 @@ class AdamW(keras.optimizers.AdamW):
                                   alpha, decayed)
                 continue
             index = self._get_variable_index(variable)
-            handles = tuple(_tf_variable(v).handle for v in (
-                variable, self._momentums[index], self._velocities[index]))
-            _fused_adamw_step(handles, _tf_variable(variable).dtype, dense[i], scale, rate,
+            weight = _tf_variable(variable)
+            handles = (weight.handle, self._momentums[index].value.handle,
+                       self._velocities[index].value.handle)
+            _fused_adamw_step(handles, weight.dtype, dense[i], scale, rate,
                               alpha, decayed=decayed, weight_decay=self.weight_decay or 0.0,
                               beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
 
