@@ -20,7 +20,9 @@ the cores otherwise), warms up at the shape, then times --steps steps; the sides
   python -m bench.step_vs_torch --shapes=32x14,32x54,32x186
 """
 
+import itertools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -29,6 +31,8 @@ import time
 from absl import app
 from absl import flags
 
+from bench import runs
+
 _SHAPES = flags.DEFINE_list("shapes", ["32x14", "32x54", "32x186"],
                             "batch x width of each timed step.")
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "Alternating rounds of both sides per shape.")
@@ -36,7 +40,8 @@ _STEPS = flags.DEFINE_integer("steps", 5, "Steps timed per round.")
 _THREADS = flags.DEFINE_integer("threads", 2, "PyTorch threads (TensorFlow uses all cores).")
 _EMBEDDING = flags.DEFINE_enum("embedding_updates", "sparse", ["dense", "sparse"],
                                "kbert's word-table update (the recipes' flag).")
-_SIDE = flags.DEFINE_string("side", None, "Internal: run one side in this process.")
+_SIDE = flags.DEFINE_enum("side", None, ["kbert", "torch"],
+                          "Internal: run one side in this process.")
 
 LAYERS, HIDDEN, HEADS, INTERMEDIATE, VOCABULARY = 6, 384, 12, 1536, 30522
 WARMUP = 3
@@ -84,7 +89,7 @@ def _kbert_seconds(batch, width, steps):
     spec = ({name: tf.TensorSpec([None, None], tf.int32) for name in features},
             tf.TensorSpec([None], tf.int32))
     dataset = pipeline.prefetched(tf.data.Dataset.from_generator(
-        lambda: iter(lambda: (features, labels), None), output_signature=spec))
+        lambda: itertools.repeat((features, labels)), output_signature=spec))
     model.fit(dataset, steps_per_epoch=WARMUP, verbose=0)
     timer = _step_timer()
     model.fit(dataset, steps_per_epoch=steps, verbose=0, callbacks=[timer])
@@ -131,8 +136,12 @@ def _child(side, batch, width):
     command = [sys.executable, "-m", "bench.step_vs_torch", f"--side={side}",
                f"--shapes={batch}x{width}", f"--steps={_STEPS.value}",
                f"--threads={_THREADS.value}", f"--embedding_updates={_EMBEDDING.value}"]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(output.strip().splitlines()[-1])["seconds"]
+    child = subprocess.run(command, cwd=runs.ROOT, capture_output=True, text=True,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=runs.ROOT))
+    if child.returncode:
+        raise RuntimeError(f"the {side} step at {batch} x {width} failed (exit status "
+                           f"{child.returncode}); its last output:\n{child.stderr[-3000:]}")
+    return json.loads(child.stdout.strip().splitlines()[-1])["seconds"]
 
 
 def main(argv):
