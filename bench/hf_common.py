@@ -2,10 +2,12 @@
 
 `train` fine-tunes with `transformers.Trainer` (PyTorch, on the CPU unless --hf_device=cuda)
 and the settings of kbert's recipes: peak learning rate, linear warm-up (the same fraction of
-the steps) and decay to 0, weight decay 0.01 (not on biases and LayerNorm, as the Trainer's
-default), AdamW epsilon 1e-6, gradient clipping at global norm 1, the seed; with the Trainer's
-own speed setting on: `train_sampling_strategy="group_by_length"` (batches of similar length),
-to go with a padding collator. `outputs` runs the model over a list in order, for scoring.
+the steps) and decay to 0 (from the end of warm-up, the Trainer's `linear`; from step 0, as
+kbert's, with --hf_lr_schedule=google), weight decay 0.01 (not on biases and LayerNorm, as
+the Trainer's default), AdamW epsilon 1e-6, gradient clipping at global norm 1, the seed; with
+the Trainer's own speed setting on: `train_sampling_strategy="group_by_length"` (batches of
+similar length), to go with a padding collator. `outputs` runs the model over a list in
+order, for scoring.
 """
 
 import json
@@ -24,6 +26,29 @@ _DEVICE = flags.DEFINE_enum(
     "hf_device", "cpu", ["cpu", "cuda"],
     "Where the Trainer runs. Speed comparisons with kbert need cpu (the same machine); cuda "
     "gives the peer's scores at a full budget where its CPU run would take hours.")
+_SCHEDULE = flags.DEFINE_enum(
+    "hf_lr_schedule", "huggingface", ["huggingface", "google"],
+    "The decay after warm-up: huggingface (the Trainer's `linear`: from the peak at the end of "
+    "warm-up to 0) or google (kbert's and Google's: lr * (1 - step / steps), counted from step "
+    "0, so 1 - warmup_proportion of the peak when warm-up ends).")
+
+
+class _GoogleScheduleTrainer(transformers.Trainer):
+    """The Trainer with Google's warm-up + linear decay (`--hf_lr_schedule=google`), through
+    the Trainer's documented `create_scheduler` hook."""
+
+    def create_scheduler(self, num_training_steps, optimizer=None):
+        warmup = self.args.warmup_steps
+
+        def factor(step):
+            if step < warmup:
+                return step / warmup
+            return max(0.0, 1.0 - step / num_training_steps)
+
+        if self.lr_scheduler is None:
+            self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
+                optimizer or self.optimizer, factor)
+        return self.lr_scheduler
 
 
 class EpochTimer(transformers.TrainerCallback):
@@ -64,8 +89,10 @@ def train(model, rows, collator, *, batch_size, learning_rate, epochs, warmup_pr
             save_strategy="no", eval_strategy="no", logging_strategy="epoch",
             report_to="none", use_cpu=_DEVICE.value == "cpu", disable_tqdm=True,
             dataloader_num_workers=0)
-        trainer = transformers.Trainer(model=model, args=args, train_dataset=rows,
-                                       data_collator=collator, callbacks=[timer])
+        trainer_class = (_GoogleScheduleTrainer if _SCHEDULE.value == "google"
+                         else transformers.Trainer)
+        trainer = trainer_class(model=model, args=args, train_dataset=rows,
+                                data_collator=collator, callbacks=[timer])
         start = time.perf_counter()
         output = trainer.train()
         seconds = time.perf_counter() - start

@@ -21,9 +21,13 @@ Differences from kbert's recipe a reader of the numbers must know:
   windows per long context. The recipe passes doc_stride as `stride`, and so does this peer.
 - There is no --max_query_length: the recipe never cuts the question (kbert cuts it to 64
   pieces; the longest SQuAD v1.1 dev question has 38).
-- Training windows without the answer are kept, labelled [CLS]; kbert drops them for v1.1. So
-  the two train on different numbers of windows and steps (the Trainer also keeps each epoch's
-  last short batch): windows/s do not compare, questions/s count the same questions.
+- Both keep the training windows without the answer, labelled [CLS] (kbert dropped them for
+  v1.1 until 2026-11-26; --answerless_windows=drop does that here). With the stride semantics
+  above the two train on different numbers of windows and steps (the Trainer also keeps each
+  epoch's last short batch): windows/s do not compare, questions/s count the same questions.
+- The Trainer's `linear` schedule decays from the end of warm-up, kbert's (Google's) from step
+  0, so its rate is 1 / (1 - warmup_proportion) of kbert's after warm-up;
+  --hf_lr_schedule=google gives it kbert's.
 - The question is left-stripped and each word split as the fast tokenizer's pre-tokenizer
   does; kbert splits the context on whitespace first and skips training answers that are not at
   their `answer_start`.
@@ -66,6 +70,10 @@ _WARMUP = flags.DEFINE_float("warmup_proportion", 0.1, "Warm-up fraction of the 
 _NBEST = flags.DEFINE_integer("n_best_size", 20, "Starts and ends tried per window.")
 _ANSWER = flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in pieces.")
 _SEED = flags.DEFINE_integer("seed", 12345, "Seed (shuffle, dropout, head).")
+_ANSWERLESS = flags.DEFINE_enum(
+    "answerless_windows", "keep", ["keep", "drop"],
+    "Training windows without the whole answer: keep, labelled [CLS] (the recipe's and "
+    "Google's way), or drop (kbert's for v1.1).")
 _OUTPUT = flags.DEFINE_string("output", None, "Write the results JSON here.")
 
 _Question = collections.namedtuple("_Question", "id question context answers")
@@ -87,8 +95,8 @@ def _windows(tokenizer, questions):
 
 def _training_rows(tokenizer, questions):
     """Model inputs of every window with the first answer's start and end pieces (0: [CLS],
-    when the window does not hold the whole answer), as the recipe's
-    `prepare_train_features`."""
+    when the window does not hold the whole answer; such windows are left out with
+    --answerless_windows=drop), as the recipe's `prepare_train_features`."""
     encoded = _windows(tokenizer, questions)
     rows = []
     for i, offsets in enumerate(encoded["offset_mapping"]):
@@ -106,6 +114,8 @@ def _training_rows(tokenizer, questions):
             while offsets[end][1] >= end_char:
                 end -= 1
             start, end = start - 1, end + 1
+        elif _ANSWERLESS.value == "drop":
+            continue
         rows.append({**{key: encoded[key][i] for key in _INPUTS},
                      "start_positions": start, "end_positions": end})
     return rows
