@@ -35,7 +35,8 @@ _SCHEDULE = flags.DEFINE_enum(
 
 class _GoogleScheduleTrainer(transformers.Trainer):
     """The Trainer with Google's warm-up + linear decay (`--hf_lr_schedule=google`), through
-    the Trainer's documented `create_scheduler` hook."""
+    the Trainer's documented `create_scheduler` hook: transformers' own schedules all start
+    their decay at the end of warm-up."""
 
     def create_scheduler(self, num_training_steps, optimizer=None):
         warmup = self.args.warmup_steps

@@ -152,6 +152,24 @@ def test_odd_whitespace_and_accents(tmp_path):
         "cafe",)
 
 
+def test_an_answer_longer_than_a_window_labels_every_window_cls(tmp_path, caplog):
+    words = [f"w{i}" for i in range(12)]
+    tokenizer = tiny_tokenizer(tmp_path, words + ["q"])
+    context = " ".join(words)
+    data = article(context, qa("long", "q", " ".join(words[:8]), 0),   # 8 pieces
+                   qa("short", "q", "w9", context.index("w9")))
+    examples = squad.read_squad_examples(data, True)
+    with caplog.at_level("WARNING"):  # windows of 10 - 1 - 3 = 6 pieces
+        features = squad.convert_examples_to_features(examples, tokenizer, 10, 4, 4,
+                                                      is_training=True)
+    assert "1 of 2 training answer(s) are longer than a window holds" in caplog.text
+    long = features.example_index == 0
+    assert long.sum() == 3 and not features.start_positions[long].any()
+    assert not features.end_positions[long].any()
+    # "w9" is whole in windows 1 (w4-w9) and 2 (w8-w11), not in window 0 (w0-w5).
+    assert features.start_positions[~long].tolist() == [0, 8, 4]
+
+
 def test_answers_not_at_their_offset_are_counted_and_skipped(tmp_path, caplog):
     data = article(TESLA,
                    qa("ok", "q", "John Smith", TESLA.index("John")),
