@@ -21,10 +21,10 @@ Differences from kbert's recipe a reader of the numbers must know:
   windows per long context. The recipe passes doc_stride as `stride`, and so does this peer.
 - There is no --max_query_length: the recipe never cuts the question (kbert cuts it to 64
   pieces; the longest SQuAD v1.1 dev question has 38).
-- Both keep the training windows without the answer, labelled [CLS] (kbert dropped them for
-  v1.1 until 2026-11-26; --answerless_windows=drop does that here). With the stride semantics
-  above the two train on different numbers of windows and steps (the Trainer also keeps each
-  epoch's last short batch): windows/s do not compare, questions/s count the same questions.
+- Training windows without the answer are kept, labelled [CLS]; kbert drops them for v1.1
+  (--answerless_windows=drop does that here). So the two train on different numbers of
+  windows and steps (the Trainer also keeps each epoch's last short batch): windows/s do not
+  compare, questions/s count the same questions.
 - The Trainer's `linear` schedule decays from the end of warm-up, kbert's (Google's) from step
   0, so its rate is 1 / (1 - warmup_proportion) of kbert's after warm-up;
   --hf_lr_schedule=google gives it kbert's.

@@ -30,10 +30,9 @@ out):
     max context of piece 6 ("1895"): min(left, right) + 0.01 * length is 1.08 in window 0,
               3.08 in window 1 (4 pieces before, 3 after) and 2.07 in window 2: window 1 owns it
 
-The third window ends at the last piece, so no fourth is made. A training window that does not
-contain the whole answer is labelled [CLS] (position 0), in v1.1 as in v2.0, as Google's: it
-teaches the model to score spans low in windows without the answer (dropping those windows
-instead cost the Hugging Face recipe 1.5 EM on SQuAD v1.1, BENCHMARKS.md).
+The third window ends at the last piece, so no fourth is made. A window that does not contain
+the whole answer is labelled [CLS] (position 0) for SQuAD 2.0, and dropped for v1.1 training
+(the v1.1 model masks [CLS] out; Google labels it [CLS] in both versions).
 """
 
 import dataclasses
@@ -277,7 +276,8 @@ class SquadFeatures:
 
 
 def convert_examples_to_features(examples, tokenizer, max_seq_length=384, doc_stride=128,
-                                 max_query_length=64, is_training=False):
+                                 max_query_length=64, is_training=False,
+                                 version_2_with_negative=False):
     """Examples to model windows, as Google's run_squad.py `convert_examples_to_features`.
 
     Args:
@@ -290,9 +290,9 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length=384, doc_st
         doc_stride: int. Pieces between window starts. Defaults to 128.
         max_query_length: int. Questions are cut to this many pieces. Defaults to 64.
         is_training: bool. Compute `start_positions`/`end_positions` (examples must come
-            from `read_squad_examples(..., is_training=True)`); a window without the whole
-            answer, or of an impossible (v2.0) question, is labelled [CLS] (0, 0). Defaults
-            to False.
+            from `read_squad_examples(..., is_training=True)`). Defaults to False.
+        version_2_with_negative: bool. Label windows without the answer [CLS] instead of
+            dropping them. Defaults to False.
 
     Returns:
         `SquadFeatures`, windows in example order.
@@ -311,7 +311,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length=384, doc_st
     answers = iter(tokenize_texts(tokenizer, [
         e.orig_answer_text for e in examples if is_training and not e.is_impossible]))
     documents = {}
-    rows, without_windows, answer_in_no_window = [], 0, 0
+    rows, dropped, without_windows = [], 0, 0
     for example_index, example in enumerate(examples):
         query = questions[example_index][:max_query_length]
         query_ids = tokenizer.convert_tokens_to_ids(query)
@@ -329,26 +329,28 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length=384, doc_st
         spans = _doc_spans(len(pieces), max_seq_length - len(query) - 3, doc_stride)
         owner = _max_context_window(spans, len(pieces))
         offset = len(query) + 2  # [CLS] question [SEP]
-        answered = False
+        kept = 0
         for span_index, (start, length) in enumerate(spans):
             positions = None
             if is_training:
                 positions = (0, 0)
                 if answer is not None and start <= answer[0] and answer[1] <= start + length - 1:
                     positions = (answer[0] - start + offset, answer[1] - start + offset)
-                    answered = True
+                elif answer is not None and not version_2_with_negative:
+                    dropped += 1
+                    continue
             window = slice(start, start + length)
             rows.append((example_index, span_index, query, query_ids, pieces[window],
                          piece_ids[window], piece_to_word[window], owner[window] == span_index,
                          positions, example.is_impossible))
-        without_windows += not spans
-        answer_in_no_window += bool(spans) and answer is not None and not answered
-    if answer_in_no_window:
-        logging.warning("%d of %d training answer(s) are longer than a window holds: their "
-                        "windows are all labelled [CLS]", answer_in_no_window, len(examples))
+            kept += 1
+        without_windows += kept == 0
+    if dropped:
+        logging.info("dropped %d training window(s) without the answer (v1.1: nothing to "
+                     "predict there)", dropped)
     if without_windows:
-        logging.warning("%d of %d example(s) have no window (an empty context)",
-                        without_windows, len(examples))
+        logging.warning("%d of %d example(s) have no window (empty context, or an answer "
+                        "longer than a window)", without_windows, len(examples))
     return _to_arrays(rows, max_seq_length, cls_id, sep_id, is_training)
 
 

@@ -11,12 +11,14 @@ MASKED_LOGIT = -1e9  # exp() of it is exactly 0 in float32; finite, so a loss ne
 
 @keras.saving.register_keras_serializable(package="kbert")
 class ContextMask(keras.layers.Layer):
-    """Keeps the span logits of [CLS] and the context tokens; sets the others to `MASKED_LOGIT`.
+    """Keeps the span logits of context tokens and sets the others to `MASKED_LOGIT`.
 
     The context of a `[CLS] question [SEP] context [SEP]` window is the segment-1 tokens
-    before the last real token (the final [SEP]). [CLS] (position 0) is kept as the label of a
-    training window that does not hold the answer, as in Google's run_squad.py (and SQuAD
-    2.0's "no answer" with `BertSpanLabeler(allow_null=True)`).
+    before the last real token (the final [SEP]). With `allow_null`, [CLS] (position 0) is
+    kept too: SQuAD 2.0's "no answer".
+
+    Args:
+        allow_null: bool. Keep position 0. Defaults to False.
 
     Call args:
         logits: float [batch, seq, 2].
@@ -27,11 +29,17 @@ class ContextMask(keras.layers.Layer):
         (start_logits, end_logits), float32 [batch, seq] each.
     """
 
+    def __init__(self, allow_null=False, **kwargs):
+        super().__init__(**kwargs)
+        self.allow_null = allow_null
+
     def call(self, logits, segment_ids, padding_mask):
         ops = keras.ops
         position = ops.arange(ops.shape(padding_mask)[1])[None, :]
         last = ops.sum(ops.cast(padding_mask, "int32"), axis=1, keepdims=True) - 1
-        keep = ((segment_ids == 1) & (padding_mask == 1) & (position != last)) | (position == 0)
+        keep = (segment_ids == 1) & (padding_mask == 1) & (position != last)
+        if self.allow_null:
+            keep = keep | (position == 0)
         logits = ops.cast(logits, "float32")
         masked = ops.where(keep[..., None], logits, ops.full_like(logits, MASKED_LOGIT))
         return masked[..., 0], masked[..., 1]
@@ -40,6 +48,11 @@ class ContextMask(keras.layers.Layer):
         shape = logits.shape[:-1]
         return keras.KerasTensor(shape, "float32"), keras.KerasTensor(shape, "float32")
 
+    def get_config(self):
+        config = super().get_config()
+        config["allow_null"] = self.allow_null
+        return config
+
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertSpanLabeler(TaskModel):
@@ -47,17 +60,14 @@ class BertSpanLabeler(TaskModel):
 
     As Google's run_squad.py `create_model`: one dense layer with two outputs on the
     sequence output (truncated-normal 0.02 kernel, zero bias, no dropout). Unlike Google's,
-    the logits of tokens that cannot start or end an answer (question, [SEP], padding) are
-    set to -1e9, so the softmax and the cross-entropy run over [CLS] and the context only.
-    [CLS] is the label of training windows without the answer (SQuAD v1.1 and 2.0); only with
-    `allow_null` may it win as the answer, "no answer", where predictions are post-processed
-    (`kbert.tasks.squad_postprocess`, `kbert.export_saved_model`'s signatures). The encoder's
-    pooler, which the head does not use, is frozen.
+    the logits of tokens that cannot start or end an answer (question, [SEP], padding; and
+    [CLS] unless `allow_null`) are set to -1e9, so the softmax and the cross-entropy run over
+    the context only. The encoder's pooler, which the head does not use, is frozen.
 
     Args:
         encoder: `kbert.BertEncoder`.
-        allow_null: bool. [CLS] is a valid answer, meaning "no answer" (SQuAD 2.0); else
-            answers are context spans. Defaults to False.
+        allow_null: bool. [CLS] is a valid answer, meaning "no answer" (SQuAD 2.0). Defaults
+            to False.
         dtype: dtype or `keras.DTypePolicy`. Defaults to the encoder's policy.
 
     Inputs (dict of int32 [batch, seq]): token_ids, segment_ids, padding_mask, packed as
@@ -85,7 +95,7 @@ class BertSpanLabeler(TaskModel):
         self.span_head = keras.layers.Dense(
             2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
             dtype=dtype, name="span_head")
-        self.context_mask = ContextMask(dtype=dtype, name="context_mask")
+        self.context_mask = ContextMask(allow_null, dtype=dtype, name="context_mask")
 
         # === Functional graph ===
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)

@@ -351,7 +351,8 @@ def _run_squad(config, strategy):
         fine_tuning.check_loaded_model(config, model, source)
     tokenizer = FullTokenizer(vocab_file, do_lower_case=config.do_lower_case)
     featurize = dict(tokenizer=tokenizer, max_seq_length=config.max_seq_length,
-                     doc_stride=config.doc_stride, max_query_length=config.max_query_length)
+                     doc_stride=config.doc_stride, max_query_length=config.max_query_length,
+                     version_2_with_negative=config.version_2_with_negative)
     # Other workers of a multi-worker run write their copies under output_dir/worker_N.
     output_dir = distribution.worker_output_dir(config.output_dir, strategy)
     config = dataclasses.replace(config, output_dir=output_dir)

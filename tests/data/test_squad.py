@@ -78,7 +78,7 @@ def test_worked_example_of_the_module_docstring(tmp_path):
     assert sorted(owned) == list(range(11)) and set(owned.values()) == {1}
 
 
-def test_answers_at_window_edges_and_windows_without_them_labelled_cls(tmp_path):
+def test_answers_at_window_edges_v1_drops_and_v2_labels_cls(tmp_path):
     words = [f"w{i}" for i in range(12)]
     tokenizer = tiny_tokenizer(tmp_path, words + ["q"])
     context = " ".join(words)
@@ -89,22 +89,23 @@ def test_answers_at_window_edges_and_windows_without_them_labelled_cls(tmp_path)
                    qa("last", "q", "w11", context.index("w11")))        # last piece of the context
     # 1 question piece: windows of 10 - 1 - 3 = 6 pieces, starting at 0, 4, 8 (stride 4).
     settings = dict(max_seq_length=10, doc_stride=4, max_query_length=4, is_training=True)
-    found = {
+    v1 = squad.convert_examples_to_features(
+        squad.read_squad_examples(data, True), tokenizer, **settings)
+    found = {(int(e), int(w)): (int(s), int(t)) for e, w, s, t in zip(  # noqa: B905
+        v1.example_index, v1.doc_span_index, v1.start_positions, v1.end_positions)}
+    assert found == {
         (0, 0): (3, 3),                         # "w0" right after [CLS] q [SEP]
         (1, 0): (8, 8), (1, 1): (4, 4),         # "w5": last of window 0, in window 1 too
         (2, 1): (4, 5),                         # "w5 w6" is only whole in window 1
         (3, 2): (6, 6),                         # "w11" ends the last window
     }
-    for v2 in (False, True):  # v1.1 and v2.0 label the same windows
-        features = squad.convert_examples_to_features(
-            squad.read_squad_examples(data, True, v2), tokenizer, **settings)
-        assert len(features) == 12  # every window of the 4 examples is kept
-        labels = {(int(e), int(w)): (int(s), int(t)) for e, w, s, t in zip(  # noqa: B905
-            features.example_index, features.doc_span_index, features.start_positions,
-            features.end_positions)}
-        # The others do not hold their whole answer: [CLS], as Google labels them.
-        assert {k: v for k, v in labels.items() if v != (0, 0)} == found
-        assert len(labels) == 12
+    v2 = squad.convert_examples_to_features(
+        squad.read_squad_examples(data, True, True), tokenizer, version_2_with_negative=True,
+        **settings)
+    assert len(v2) == 12  # every window of the 4 examples is kept
+    labels = {(int(e), int(w)): (int(s), int(t)) for e, w, s, t in zip(  # noqa: B905
+        v2.example_index, v2.doc_span_index, v2.start_positions, v2.end_positions)}
+    assert {k: v for k, v in labels.items() if v != (0, 0)} == found
 
 
 def test_unanswerable(tmp_path):
@@ -114,7 +115,8 @@ def test_unanswerable(tmp_path):
     examples = squad.read_squad_examples(data, True, version_2_with_negative=True)
     assert examples[0].is_impossible and examples[0].start_position == -1
     assert examples[0].orig_answer_text == ""
-    features = squad.convert_examples_to_features(examples, tokenizer, 14, 2, 8, is_training=True)
+    features = squad.convert_examples_to_features(examples, tokenizer, 14, 2, 8, is_training=True,
+                                                  version_2_with_negative=True)
     impossible = features.example_index == 0
     assert impossible.sum() == 3 and features.is_impossible[impossible].all()
     assert not features.start_positions[impossible].any()
@@ -150,24 +152,6 @@ def test_odd_whitespace_and_accents(tmp_path):
         "zurich",)
     assert features.tokens[1][features.start_positions[1]:features.end_positions[1] + 1] == (
         "cafe",)
-
-
-def test_an_answer_longer_than_a_window_labels_every_window_cls(tmp_path, caplog):
-    words = [f"w{i}" for i in range(12)]
-    tokenizer = tiny_tokenizer(tmp_path, words + ["q"])
-    context = " ".join(words)
-    data = article(context, qa("long", "q", " ".join(words[:8]), 0),   # 8 pieces
-                   qa("short", "q", "w9", context.index("w9")))
-    examples = squad.read_squad_examples(data, True)
-    with caplog.at_level("WARNING"):  # windows of 10 - 1 - 3 = 6 pieces
-        features = squad.convert_examples_to_features(examples, tokenizer, 10, 4, 4,
-                                                      is_training=True)
-    assert "1 of 2 training answer(s) are longer than a window holds" in caplog.text
-    long = features.example_index == 0
-    assert long.sum() == 3 and not features.start_positions[long].any()
-    assert not features.end_positions[long].any()
-    # "w9" is whole in windows 1 (w4-w9) and 2 (w8-w11), not in window 0 (w0-w5).
-    assert features.start_positions[~long].tolist() == [0, 8, 4]
 
 
 def test_answers_not_at_their_offset_are_counted_and_skipped(tmp_path, caplog):
@@ -268,9 +252,11 @@ def test_equals_google_run_squad(mode, tokenizer, tmp_path):
     google.convert_examples_to_features(google_examples, tokenizer, is_training=is_training,
                                         output_fn=theirs.append, **settings)
     ours = squad.convert_examples_to_features(examples, tokenizer, is_training=is_training,
-                                              **settings)
-    if is_training:  # windows without the whole answer are kept, labelled [CLS], as Google's
-        assert sum(f.start_position == 0 for f in theirs) > 20
+                                              version_2_with_negative=v2, **settings)
+    if mode == "v1":  # v1.1 training drops the windows Google labels [CLS]
+        dropped = [f for f in theirs if f.start_position == 0]
+        assert len(dropped) > 20
+        theirs = [f for f in theirs if f.start_position != 0]
     assert len(ours) == len(theirs) > 100
     assert len(set(ours.example_index.tolist())) == 67
     for row, feature in enumerate(theirs):

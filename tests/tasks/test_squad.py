@@ -55,10 +55,9 @@ def tiny(tmp_path):
 def test_training_batches(tiny):
     _, features, _ = tiny
     lengths = features.padding_mask.sum(1)
-    assert len(features) == 27 and len(set(lengths.tolist())) > 1
-    assert (features.start_positions == 0).sum() == 5  # windows without the answer: [CLS]
-    stream = squad.training_batches(features, 4, seed=3)
-    epoch = [next(stream) for _ in range(6)]  # 27 // 4 = 6 batches, 3 windows left out
+    assert len(features) == 22 and len(set(lengths.tolist())) > 1
+    stream = squad.training_batches(features, 3, seed=3)
+    epoch = [next(stream) for _ in range(7)]  # 22 // 3 = 7 batches, 1 window left out
     windows = collections.Counter(
         (features.token_ids[i, :n].tobytes(), features.start_positions[i],
          features.end_positions[i]) for i, n in enumerate(lengths))
@@ -68,7 +67,7 @@ def test_training_batches(tiny):
         assert inputs["token_ids"].shape[1] == min(40, -(-real.max() // 16) * 16)
         seen.update((ids[:n].tobytes(), s, e) for ids, n, s, e in zip(  # noqa: B905
             inputs["token_ids"], real, targets["start_logits"], targets["end_logits"]))
-    assert sum(seen.values()) == 24 and not seen - windows  # each window at most once
+    assert sum(seen.values()) == 21 and not seen - windows  # each window at most once
     assert max(seen.values()) <= max(windows.values())
     # The stream is a function of (seed, step): starting at step 5 gives batches 5, 6, ...
     full = squad.training_batches(features, 3, seed=3)
@@ -94,8 +93,8 @@ def test_train_resumes_where_it_stopped(tiny, tmp_path):
                     save_checkpoints_steps=2, seed=7, verbose=0, run_eagerly=True)
     straight = fresh()
     result = squad.train(straight, features, str(tmp_path / "straight"), **settings)
-    # 27 // 4 = 6 steps an epoch, 1.3 epochs = 7 steps, in 4 parts of 2 (8, into epoch 2).
-    assert (result["steps"], result["steps_per_part"], result["start_step"]) == (8, 2, 0)
+    # 22 // 4 = 5 steps an epoch, 1.3 epochs = 6 steps, in 3 parts of 2 (into epoch 2).
+    assert (result["steps"], result["steps_per_part"], result["start_step"]) == (6, 2, 0)
     assert not os.path.exists(tmp_path / "straight" / squad.BACKUP_DIR)
 
     class Interrupt(keras.callbacks.Callback):
@@ -109,7 +108,7 @@ def test_train_resumes_where_it_stopped(tiny, tmp_path):
     assert os.path.exists(tmp_path / "run" / squad.BACKUP_DIR)
     resumed = fresh()
     result = squad.train(resumed, features, str(tmp_path / "run"), **settings)
-    assert result["start_step"] == 4 and int(resumed.optimizer.iterations.numpy()) == 8
+    assert result["start_step"] == 4 and int(resumed.optimizer.iterations.numpy()) == 6
     for a, b in zip(straight.weights, resumed.weights, strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, err_msg=a.path)
     assert not straight.encoder.pooler.trainable  # unused by the head: not trained
@@ -168,8 +167,8 @@ def test_the_best_epoch_is_kept(tiny, tmp_path, monkeypatch):
                         lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
     results = squad.run_squad(recipe_config(tmp_path, tiny, num_train_epochs=2))
     train = results["train"]
-    # 27 windows, batch 4: 6 steps an epoch, one part each; scored after both epochs.
-    assert train["steps"] == 12 and len(snapshots) == 2
+    # 22 windows, batch 4: 5 steps an epoch, one part each; scored after both epochs.
+    assert train["steps"] == 10 and len(snapshots) == 2
     assert (train["best_epoch"], train["kept_epoch"], train["dev_metric"]) == (1, 1, "f1")
     out = tmp_path / "out"
     assert_kept_epoch(out, snapshots, 1, BertSpanLabeler)
@@ -189,7 +188,7 @@ def test_epochs_of_several_parts_log_their_dev_scores(tiny, tmp_path, monkeypatc
     snapshots = scripted_dev_scores(monkeypatch, [40.0, 60.0])
     results = squad.run_squad(recipe_config(tmp_path, tiny, num_train_epochs=2,
                                             save_checkpoints_steps=3))
-    # 6 steps an epoch in parts of at most 3: 2 parts of 3 an epoch, scored after the 2nd.
+    # 5 steps an epoch in parts of at most 3: 2 parts of 3 an epoch, scored after the 2nd.
     assert results["train"]["steps"] == 12 and len(snapshots) == 2
     assert results["train"]["best_epoch"] == 2
     with open(tmp_path / "out" / "training_log.csv", encoding="utf-8", newline="") as f:
@@ -224,6 +223,6 @@ def test_an_interrupted_run_keeps_the_best_epoch_of_both_parts(tiny, tmp_path, m
         with pytest.raises(KeyboardInterrupt):
             squad.run_squad(run)
     results = squad.run_squad(run)
-    assert results["train"]["start_step"] == 6 and len(snapshots) == 2
+    assert results["train"]["start_step"] == 5 and len(snapshots) == 2
     assert (results["train"]["best_epoch"], results["train"]["kept_epoch"]) == (1, 1)
     assert_kept_epoch(tmp_path / "out", snapshots, 1, BertSpanLabeler)
