@@ -21,11 +21,12 @@ import sys
 from absl import app
 from absl import flags
 
+from bench import runs
 from bench.subprocess_stats import count_records
 from bench.subprocess_stats import run
 from kbert.data import corpus
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = runs.ROOT
 DEFAULT_CORPUS = os.path.join(ROOT, "..", "shared", "data", "corpus", "enwiki_wikiextractor",
                               "wiki_*")
 
@@ -58,7 +59,7 @@ def main(argv):
     vocab = _VOCAB.value or default_vocab()
     files = sorted(glob.glob(_CORPUS.value))
     os.makedirs(_WORK.value, exist_ok=True)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    env = runs.child_env()
     results = []
     for num in map(int, _NUM_FILES.value):
         subset = files[:num]

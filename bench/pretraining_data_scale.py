@@ -35,9 +35,10 @@ import time
 from absl import app
 from absl import flags
 
+from bench import runs
 from bench import subprocess_stats
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = runs.ROOT
 
 _CORPUS = flags.DEFINE_string(
     "corpus", os.path.join(ROOT, "..", "shared", "data", "corpus", "enwiki_wikiextractor",
@@ -107,17 +108,13 @@ def text_format(corpus_dir):
 
 
 def run_tool(name, command, out_dir, pattern):
-    code, wall, cpu, rss, tail = subprocess_stats.run(command, cwd=ROOT, env=_env())
+    code, wall, cpu, rss, tail = subprocess_stats.run(command, cwd=ROOT, env=runs.child_env())
     if code:
         raise RuntimeError(f"{' '.join(command)} failed ({code}):\n{tail}")
     instances = subprocess_stats.count_records(pattern)
     shutil.rmtree(out_dir, ignore_errors=True)
     return dict(tool=name, instances=instances, wall_s=round(wall, 2), cpu_s=round(cpu, 2),
                 instances_per_s=round(instances / wall, 1), peak_rss_mb=round(rss))
-
-
-def _env():
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
 
 
 def measure_size(size_mb, vocab):
@@ -218,7 +215,7 @@ def startup(vocab):
     shutil.rmtree(cache, ignore_errors=True)
     rows = []
     for attempt, cache_dir in (("no cache", ""), ("cold cache", cache), ("warm cache", cache)):
-        env = dict(_env(), KBERT_CACHE_DIR=cache_dir)
+        env = dict(runs.child_env(), KBERT_CACHE_DIR=cache_dir)
         out_dir = os.path.join(_WORK.value, "out_startup")
         os.makedirs(out_dir, exist_ok=True)
         command = [sys.executable, "tools/create_pretraining_data.py",
@@ -237,7 +234,8 @@ def startup(vocab):
                          char_table_s=round(table, 2), shortcut_probe_s=round(shortcut, 2)))
         print(json.dumps(rows[-1]), flush=True)
     timing = subprocess.run([sys.executable, "-X", "importtime", "-c", "import kbert.data"],
-                            cwd=ROOT, env=_env(), capture_output=True, text=True, check=True)
+                            cwd=ROOT, env=runs.child_env(), capture_output=True, text=True,
+                            check=True)
     cumulative = {}
     for line in timing.stderr.splitlines():
         parts = line.split("|")

@@ -40,7 +40,9 @@ import numpy as np
 from absl import app
 from absl import flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench import runs
+
+ROOT = runs.ROOT
 
 _CONFIGS = flags.DEFINE_list("configs", ["minilm", "base"], "Model shapes: minilm, base.")
 _IMPLS = flags.DEFINE_list("impls", ["kbert", "keras_hub", "hf"], "Implementations to time.")
@@ -83,7 +85,7 @@ def make_records():
                    f"--max_predictions_per_seq={_PREDICTIONS.value}", "--dupe_factor=1"]
         print("+", " ".join(command[1:]), flush=True)
         subprocess.run(command, cwd=ROOT, check=True,
-                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT))
+                       env=runs.child_env())
     return pattern
 
 

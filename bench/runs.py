@@ -38,11 +38,16 @@ def google_checkpoint(work_dir):
     return checkpoint
 
 
+def child_env():
+    """The environment of a child Python run: the repository on its path, TensorFlow's C++
+    info logs off."""
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+
+
 def run(command):
     """Runs `python *command` in the repository root; raises if it fails."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     print("+", " ".join(command), flush=True)
-    subprocess.run([sys.executable, *command], cwd=ROOT, env=env, check=True)
+    subprocess.run([sys.executable, *command], cwd=ROOT, env=child_env(), check=True)
 
 
 def read_json(path):

@@ -11,7 +11,9 @@ import sys
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench import runs
+
+ROOT = runs.ROOT
 DEFAULT_GLUE = os.path.join(ROOT, "..", "shared", "data", "glue")
 
 
@@ -39,7 +41,7 @@ def fine_tuned_model(work_dir, glue_dir, train_examples, model=None):
                    "--num_train_epochs=1", f"--max_train_examples={train_examples}"]
         print("+", " ".join(command[1:]), flush=True)
         subprocess.run(command, cwd=ROOT, check=True,
-                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT))
+                       env=runs.child_env())
     return os.path.join(out, "model.keras")
 
 

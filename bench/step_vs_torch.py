@@ -22,7 +22,6 @@ the cores otherwise), warms up at the shape, then times --steps steps; the sides
 
 import itertools
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -137,7 +136,7 @@ def _child(side, batch, width):
                f"--shapes={batch}x{width}", f"--steps={_STEPS.value}",
                f"--threads={_THREADS.value}", f"--embedding_updates={_EMBEDDING.value}"]
     child = subprocess.run(command, cwd=runs.ROOT, capture_output=True, text=True,
-                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=runs.ROOT))
+                           env=runs.child_env())
     if child.returncode:
         raise RuntimeError(f"the {side} step at {batch} x {width} failed (exit status "
                            f"{child.returncode}); its last output:\n{child.stderr[-3000:]}")
