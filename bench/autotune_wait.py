@@ -19,7 +19,7 @@ from absl import flags
 
 from bench import runs
 
-_GLUE = flags.DEFINE_string("glue_dir", os.path.join(runs.ROOT, "..", "shared", "data", "glue"),
+_GLUE = flags.DEFINE_string("glue_dir", os.path.join(runs.SHARED_DATA, "glue"),
                             "Directory with SST-2/.")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_autotune", "Scratch directory.")
 _EXAMPLES = flags.DEFINE_integer("examples", 1600, "Seeded SST-2 training subset.")

@@ -32,7 +32,7 @@ from bench import runs
 _TASKS = flags.DEFINE_list(
     "tasks", ["SST-2:64:1:8000", "MRPC:128:1:0"],
     "TASK:MAX_SEQ_LENGTH:EPOCHS:MAX_TRAIN_EXAMPLES (0 = the whole train set).")
-_GLUE = flags.DEFINE_string("glue_dir", os.path.join(runs.ROOT, "..", "shared", "data", "glue"),
+_GLUE = flags.DEFINE_string("glue_dir", os.path.join(runs.SHARED_DATA, "glue"),
                             "Directory with one GLUE directory per task.")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_finetune", "Scratch directory.")
 _BATCH = flags.DEFINE_integer("train_batch_size", 32, "Training batch size (both).")

@@ -56,7 +56,7 @@ from bench import squad_split
 from kbert.tasks import squad_metrics
 
 _DEV = flags.DEFINE_string(
-    "dev_file", os.path.join(runs.ROOT, "..", "shared", "data", "squad", "v1.1", "dev.json"),
+    "dev_file", os.path.join(runs.SHARED_DATA, "squad", "v1.1", "dev.json"),
     "SQuAD v1.1 (default: beside this repository).")
 _HELD_OUT = flags.DEFINE_integer("every", 5, "Hold out articles with index %% every == every-1.")
 _HF = flags.DEFINE_string("hf_dir", None, "Hugging Face BERT directory.", required=True)

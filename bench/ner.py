@@ -26,7 +26,7 @@ from absl import flags
 from bench import runs
 
 _DATA = flags.DEFINE_string(
-    "data_dir", os.path.join(runs.ROOT, "..", "shared", "data", "conll2003"),
+    "data_dir", os.path.join(runs.SHARED_DATA, "conll2003"),
     "Directory with CoNLL-2003's train.txt, dev.txt and test.txt.")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_ner", "Scratch directory.")
 _MAX_SEQ = flags.DEFINE_integer("max_seq_length", 128, "Pieces per sentence (both).")

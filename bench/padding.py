@@ -17,10 +17,10 @@ from absl import flags
 
 from bench import runs
 
-_GLUE = flags.DEFINE_string("glue_dir", os.path.join(runs.ROOT, "..", "shared", "data", "glue"),
+_GLUE = flags.DEFINE_string("glue_dir", os.path.join(runs.SHARED_DATA, "glue"),
                             "Directory with SST-2/ and MRPC/.")
 _CONLL = flags.DEFINE_string(
-    "conll_train", os.path.join(runs.ROOT, "..", "shared", "data", "conll2003", "train.txt"),
+    "conll_train", os.path.join(runs.SHARED_DATA, "conll2003", "train.txt"),
     "CoNLL-2003's train.txt.")
 _BATCH = flags.DEFINE_integer("batch_size", 32, "Training batch size.")
 _SEED = flags.DEFINE_integer("seed", 12345, "Subset and shuffle seed.")

@@ -26,8 +26,7 @@ from bench.subprocess_stats import count_records
 from bench.subprocess_stats import run
 from kbert.data import corpus
 
-ROOT = runs.ROOT
-DEFAULT_CORPUS = os.path.join(ROOT, "..", "shared", "data", "corpus", "enwiki_wikiextractor",
+DEFAULT_CORPUS = os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor",
                               "wiki_*")
 
 _CORPUS = flags.DEFINE_string("corpus", DEFAULT_CORPUS, "WikiExtractor files (glob).")
@@ -84,7 +83,7 @@ def main(argv):
             else:
                 command = [sys.executable, "-m", "bert.create_pretraining_data",
                            *common_flags(source, output, vocab)]
-            code, wall, cpu, rss, tail = run(command, cwd=ROOT, env=env)
+            code, wall, cpu, rss, tail = run(command, cwd=runs.ROOT, env=env)
             if code:
                 raise RuntimeError(f"{' '.join(command)} failed ({code}):\n{tail}")
             instances = count_records(output + "*")

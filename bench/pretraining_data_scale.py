@@ -38,10 +38,8 @@ from absl import flags
 from bench import runs
 from bench import subprocess_stats
 
-ROOT = runs.ROOT
-
 _CORPUS = flags.DEFINE_string(
-    "corpus", os.path.join(ROOT, "..", "shared", "data", "corpus", "enwiki_wikiextractor",
+    "corpus", os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor",
                            "wiki_*"), "WikiExtractor files (glob) to repeat.")
 _VOCAB = flags.DEFINE_string("vocab_file", None, "vocab.txt; defaults to MiniLM's (uncased).")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_pretraining_scale",
@@ -108,7 +106,7 @@ def text_format(corpus_dir):
 
 
 def run_tool(name, command, out_dir, pattern):
-    code, wall, cpu, rss, tail = subprocess_stats.run(command, cwd=ROOT, env=runs.child_env())
+    code, wall, cpu, rss, tail = subprocess_stats.run(command, cwd=runs.ROOT, env=runs.child_env())
     if code:
         raise RuntimeError(f"{' '.join(command)} failed ({code}):\n{tail}")
     instances = subprocess_stats.count_records(pattern)
@@ -220,13 +218,13 @@ def startup(vocab):
         os.makedirs(out_dir, exist_ok=True)
         command = [sys.executable, "tools/create_pretraining_data.py",
                    *tool_flags(tiny, os.path.join(out_dir, "train.tfrecord"), vocab)]
-        code, wall, cpu, rss, tail = subprocess_stats.run(command, cwd=ROOT, env=env)
+        code, wall, cpu, rss, tail = subprocess_stats.run(command, cwd=runs.ROOT, env=env)
         if code:
             raise RuntimeError(f"start-up run failed ({code}):\n{tail}")
         shutil.rmtree(out_dir, ignore_errors=True)
         if attempt == "cold cache":  # the probe below would otherwise find the tool's cache
             shutil.rmtree(cache, ignore_errors=True)
-        probe = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, env=env,
+        probe = subprocess.run([sys.executable, "-c", _PROBE], cwd=runs.ROOT, env=env,
                                capture_output=True, text=True, check=True)
         imports, table, shortcut = map(float, probe.stdout.split())
         rows.append(dict(run=attempt, tool_wall_s=round(wall, 2), tool_cpu_s=round(cpu, 2),
@@ -234,7 +232,7 @@ def startup(vocab):
                          char_table_s=round(table, 2), shortcut_probe_s=round(shortcut, 2)))
         print(json.dumps(rows[-1]), flush=True)
     timing = subprocess.run([sys.executable, "-X", "importtime", "-c", "import kbert.data"],
-                            cwd=ROOT, env=runs.child_env(), capture_output=True, text=True,
+                            cwd=runs.ROOT, env=runs.child_env(), capture_output=True, text=True,
                             check=True)
     cumulative = {}
     for line in timing.stderr.splitlines():

@@ -19,13 +19,13 @@ from absl import app
 from absl import flags
 
 import kbert
+from bench import runs
 from kbert import data
 from kbert.tasks import optimization
 from kbert.tasks import pretraining
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CORPUS = flags.DEFINE_string(
-    "corpus", os.path.join(ROOT, "..", "shared", "data", "corpus", "enwiki_wikiextractor",
+    "corpus", os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor",
                            "wiki_*"),
     "WikiExtractor files (glob); the last one is held out.")
 _TRAIN_FILES = flags.DEFINE_integer("train_files", 3, "Files to train on (~1 MB each).")

@@ -42,12 +42,10 @@ from absl import flags
 
 from bench import runs
 
-ROOT = runs.ROOT
-
 _CONFIGS = flags.DEFINE_list("configs", ["minilm", "base"], "Model shapes: minilm, base.")
 _IMPLS = flags.DEFINE_list("impls", ["kbert", "keras_hub", "hf"], "Implementations to time.")
 _CORPUS = flags.DEFINE_string(
-    "corpus", os.path.join(ROOT, "..", "shared", "data", "corpus", "enwiki_wikiextractor",
+    "corpus", os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor",
                            "wiki_0[0-1]"), "WikiExtractor files (glob) for the records.")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_pretraining_step", "Scratch dir.")
 _BATCH = flags.DEFINE_integer("batch_size", 32, "Examples per step.")
@@ -84,7 +82,7 @@ def make_records():
                    "--input_format=wikiextractor", f"--max_seq_length={_SEQ.value}",
                    f"--max_predictions_per_seq={_PREDICTIONS.value}", "--dupe_factor=1"]
         print("+", " ".join(command[1:]), flush=True)
-        subprocess.run(command, cwd=ROOT, check=True,
+        subprocess.run(command, cwd=runs.ROOT, check=True,
                        env=runs.child_env())
     return pattern
 

@@ -13,6 +13,7 @@ import sys
 from absl import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.path.join(ROOT, "..", "shared", "data")  # the data sets beside the checkout
 
 
 def validate_peers(peers_flag, scripts):

@@ -34,7 +34,7 @@ from bench.squad_split import split  # noqa: E402
 from tests.oracle import squad_official_eval  # noqa: E402
 
 _DEV = flags.DEFINE_string(
-    "dev_file", os.path.join(ROOT, "..", "shared", "data", "squad", "v1.1", "dev.json"),
+    "dev_file", os.path.join(runs.SHARED_DATA, "squad", "v1.1", "dev.json"),
     "SQuAD v1.1 (default: beside this repository).")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_squad", "Scratch directory.")
 _SEQ = flags.DEFINE_integer("max_seq_length", 256, "Window length.")

@@ -13,8 +13,7 @@ import numpy as np
 
 from bench import runs
 
-ROOT = runs.ROOT
-DEFAULT_GLUE = os.path.join(ROOT, "..", "shared", "data", "glue")
+DEFAULT_GLUE = os.path.join(runs.SHARED_DATA, "glue")
 
 
 def minilm_dir():
@@ -40,7 +39,7 @@ def fine_tuned_model(work_dir, glue_dir, train_examples, model=None):
                    "--max_seq_length=64", "--train_batch_size=32", "--learning_rate=1e-4",
                    "--num_train_epochs=1", f"--max_train_examples={train_examples}"]
         print("+", " ".join(command[1:]), flush=True)
-        subprocess.run(command, cwd=ROOT, check=True,
+        subprocess.run(command, cwd=runs.ROOT, check=True,
                        env=runs.child_env())
     return os.path.join(out, "model.keras")
 

@@ -32,8 +32,9 @@ import time
 from absl import app
 from absl import flags
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_CORPUS_DIR = os.path.join(ROOT, "..", "shared", "data", "corpus", "enwiki_wikiextractor")
+from bench import runs
+
+_CORPUS_DIR = os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor")
 _CORPUS = flags.DEFINE_list(
     "corpus", [f"{_CORPUS_DIR}/wiki_0{i}" for i in range(3)],
     "WikiExtractor files; their non-empty text lines are the input.")
