@@ -25,7 +25,7 @@ from kbert.tokenization import BertPreprocessor
 from kbert.tokenization import FullTokenizer
 from kbert.tokenization import check_vocab_size
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "BertClassifier", "BertConfig", "BertEmbeddings", "BertEncoder", "BertPreprocessor",

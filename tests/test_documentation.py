@@ -1,16 +1,20 @@
-"""The documentation runs: every ```python block of README.md, and the `Example:` block of every
-entry point exported from kbert/__init__.py, so neither can drift from the code.
+"""The documentation runs: every ```python block of README.md and of the pages in docs/, and the
+`Example:` block of every entry point exported from kbert/__init__.py, so none can drift from
+the code.
 
-Conventions, for whoever writes a README block or an `Example:`:
-- README blocks run in README order, each in a fresh namespace (a reader copies a block on its
-  own, so it imports what it uses), all in one temporary working directory: a file that one
-  block writes (an export, a checkpoint) is there for the blocks after it.
+Conventions, for whoever writes a README or docs/ block or an `Example:`:
+- A page's blocks (README.md, or one docs/ page) run in page order, each in a fresh namespace
+  (a reader copies a block on its own, so it imports what it uses), all in one temporary
+  working directory per page: a file that one block writes (an export, a checkpoint) is there
+  for the blocks after it.
 - That directory is a tiny Google release: a random BERT of TINY_CONFIG's sizes (but 512
   positions) with pretraining heads and BERT's real 30,522-entry uncased vocab, so `vocab.txt`,
   `bert_config.json` and `bert_model.ckpt` are in it, and every Google release name a block
   mentions (anything like `uncased_L-12_H-768_A-12`, `cased_L-24_H-1024_A-16`,
   `chinese_L-12_H-768_A-12`) is a copy of it. `glue/` holds the GLUE fixtures and `conll2003/`
-  the CoNLL ones (tests/fixtures). Write outputs to relative paths (`out/...`); an absolute
+  the CoNLL ones (tests/fixtures). `demo_output/minilm_l6_h384_uncased`, the release that
+  `make demo` writes, is the same tiny model without pretraining heads, as MiniLM ships.
+  Write outputs to relative paths (`out/...`); an absolute
   path under `/models/` (TensorFlow Serving's layout) is moved into the working directory.
 - A block that cannot run offline (a model server, a download) has `<!-- not run: reason -->`
   on the line right before its opening fence. Use it sparingly.
@@ -19,8 +23,10 @@ Conventions, for whoever writes a README block or an `Example:`:
   name there when an example needs a new one.
 """
 
+import glob
 import inspect
 import os
+import pathlib
 import re
 import shutil
 import textwrap
@@ -35,6 +41,8 @@ from kbert.data import squad
 from tests.conftest import TINY_CONFIG
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
+DOCS = os.path.join(ROOT, "docs")
+DEMO_RELEASE = os.path.join("demo_output", "minilm_l6_h384_uncased")
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 RELEASE_NAME = re.compile(r"\b[A-Za-z_]*L-\d+_H-\d+_A-\d+\b")
 SERVING_PATH = re.compile(r"""(["'])/models/""")
@@ -76,6 +84,9 @@ def tiny_release(tmp_path_factory, minilm_dir):
     pretrainer = kbert.BertPretrainer(kbert.BertEncoder(**config.encoder_kwargs()))
     kbert.save_google_checkpoint(pretrainer, str(directory / "bert_model.ckpt"),
                                  vocab_file=os.path.join(minilm_dir, "vocab.txt"))
+    kbert.save_google_checkpoint(pretrainer.encoder,
+                                 str(directory / DEMO_RELEASE / "bert_model.ckpt"),
+                                 vocab_file=os.path.join(minilm_dir, "vocab.txt"))
     return str(directory)
 
 
@@ -83,8 +94,11 @@ def tiny_release(tmp_path_factory, minilm_dir):
 def doc_dir(tmp_path, tiny_release, monkeypatch):
     """A working directory laid out as the conventions say; restores Keras' global policy."""
     for name in os.listdir(tiny_release):
-        shutil.copy(os.path.join(tiny_release, name), tmp_path / name)
-    shutil.copytree(tiny_release, tmp_path / "_release")
+        if os.path.isfile(os.path.join(tiny_release, name)):
+            shutil.copy(os.path.join(tiny_release, name), tmp_path / name)
+    shutil.copytree(os.path.join(tiny_release, DEMO_RELEASE), tmp_path / DEMO_RELEASE)
+    shutil.copytree(tiny_release, tmp_path / "_release",
+                    ignore=shutil.ignore_patterns("demo_output"))
     shutil.copytree(os.path.join(FIXTURES, "glue"), tmp_path / "glue")
     shutil.copytree(os.path.join(FIXTURES, "conll"), tmp_path / "conll2003")
     monkeypatch.chdir(tmp_path)
@@ -93,14 +107,36 @@ def doc_dir(tmp_path, tiny_release, monkeypatch):
     keras.config.set_dtype_policy("float32")
 
 
-@pytest.mark.slow
-def test_readme_python_blocks_run(doc_dir):
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+def run_page(path, doc_dir):
+    """Runs the ```python blocks of the page at `path` (relative to ROOT) as the conventions say."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         blocks = python_blocks(f.read())
-    assert blocks, "README.md has no ```python block"
+    assert blocks, f"{path} has no ```python block"
     for first_line, code, not_run in blocks:
         if not not_run:
-            run_block(code, "README.md", first_line, {"__name__": "__readme__"}, doc_dir)
+            run_block(code, path, first_line, {"__name__": "__doc_page__"}, doc_dir)
+
+
+def _docs_pages_with_python():
+    pages = glob.glob(os.path.join(DOCS, "**", "*.md"), recursive=True)
+    return sorted(os.path.relpath(page, ROOT) for page in pages
+                  if "```python" in pathlib.Path(page).read_text(encoding="utf-8"))
+
+
+@pytest.mark.slow
+def test_readme_python_blocks_run(doc_dir):
+    run_page("README.md", doc_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", _docs_pages_with_python())
+def test_docs_python_blocks_run(page, doc_dir):
+    run_page(page, doc_dir)
+
+
+def test_docs_pages_with_python_are_found():
+    assert {"docs/getting-started.md", "docs/guides/serving.md",
+            "docs/guides/formats.md"} <= set(_docs_pages_with_python())
 
 
 def test_python_blocks_parser():
