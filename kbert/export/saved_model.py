@@ -66,6 +66,16 @@ def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
     label weights) and returns per piece `logits` [batch, seq, labels], `label_ids` and
     `labels` [batch, seq] (-1 / "" off the mask), decoded as `BertTokenClassifier.decode`.
 
+    A bad request fails alone with `tf.errors.InvalidArgumentError` naming the inputs and the
+    expected shape: an input of another rank, inputs of unequal shapes (a `text_b` per
+    `text_a`, a `context` per `question`), and in `serve_token_ids` a `seq` longer than the
+    model's positions or ids outside its embedding tables. Any string is served: invalid
+    UTF-8 is replaced first (each invalid sequence by U+FFFD, as the tokenizer decodes text
+    in training and as Python's `bytes.decode("utf-8", "replace")`), then the tokenizer
+    cleans the text as Google's `_clean_text` (NUL, U+FFFD and control characters deleted,
+    whitespace a space). So `words` and `answer` are valid UTF-8, and the tagger's `words`
+    keep NUL and control characters, as `str.split()` does and `kbert.data.conll` reads them.
+
     The directory is written under a temporary name beside `export_dir` and renamed when
     complete, so a server watching the parent never sees half a model.
 
@@ -73,7 +83,8 @@ def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
         model: `kbert.BertEncoder`, `BertClassifier`, `BertSpanLabeler` or
             `BertTokenClassifier`.
         export_dir: str or os.PathLike. The SavedModel directory to create.
-        vocab_file: str or os.PathLike. The `vocab.txt` the model was trained with.
+        vocab_file: str or os.PathLike. The `vocab.txt` the model was trained with: one
+            token per row of its embedding table (`kbert.check_vocab_size`).
         do_lower_case: bool. Lower-case and strip accents (uncased models). Defaults to True.
         max_seq_length: int. Longest packed sequence; longer texts are truncated. At most the
             encoder's `max_sequence_length`. Defaults to 128.
@@ -116,9 +127,7 @@ def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
     if text_pair and task in ("span_labeler", "tagger"):
         raise ValueError(f"text_pair does not apply to a {type(model).__name__}")
     vocab = vocab_lib.load_vocab(vocab_file)
-    if len(vocab) > encoder.vocabulary_size:
-        raise ValueError(f"{vocab.path}: {len(vocab)} tokens, more than the model's "
-                         f"vocabulary_size {encoder.vocabulary_size}")
+    vocab_lib.check_vocab_size(vocab, encoder.vocabulary_size)  # as the recipes check
     if never_split is None:
         never_split = vocab_lib.load_added_tokens(vocab_file)
     model = with_compute_dtype(model, compute_dtype)

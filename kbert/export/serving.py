@@ -57,6 +57,10 @@ class ServingModule(tf.Module):
             pad_value=_UNPADDED, truncate="waterfall", dtype="int32")
         self._pad_id = vocab.pad_id
         self._unk_id = vocab.unk_id
+        encoder = model if task == "encoder" else model.encoder
+        self._table_sizes = {"input_ids": encoder.vocabulary_size,
+                             "segment_ids": encoder.num_segments}
+        self._max_positions = encoder.max_sequence_length
         self._max_seq_length = max_seq_length
         self._text_pair = text_pair
         self._max_query_length = max_query_length
@@ -67,11 +71,14 @@ class ServingModule(tf.Module):
         """{signature name: concrete function}: raw text, and Google's token-id inputs."""
         if self.task == "tagger":
             def serve_token_ids(input_ids, input_mask, segment_ids, label_mask):
-                return self._serve_token_ids(input_ids, input_mask, segment_ids, label_mask)
+                return self._serve_token_ids(dict(
+                    input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
+                    label_mask=label_mask))
             specs = [_IDS] * 4
         else:
             def serve_token_ids(input_ids, input_mask, segment_ids):
-                return self._serve_token_ids(input_ids, input_mask, segment_ids)
+                return self._serve_token_ids(dict(
+                    input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids))
             specs = [_IDS] * 3
         return {TEXT_SIGNATURE: self._text_function().get_concrete_function(),
                 TOKEN_IDS_SIGNATURE: tf.function(
@@ -81,24 +88,51 @@ class ServingModule(tf.Module):
     def _text_function(self):
         if self.task == "span_labeler":
             def serve(question, context):
-                return self._serve_text([question, context])
+                return self._serve_text(dict(question=question, context=context))
             specs = [_STRINGS, _STRINGS]
         elif self._text_pair:
             def serve(text_a, text_b):
-                return self._serve_text([text_a, text_b])
+                return self._serve_text(dict(text_a=text_a, text_b=text_b))
             specs = [_STRINGS, _STRINGS]
         else:
             def serve(text):
-                return self._serve_text([text])
+                return self._serve_text(dict(text=text))
             specs = [_STRINGS]
         return tf.function(serve, input_signature=specs, autograph=False)
 
-    def _serve_token_ids(self, input_ids, input_mask, segment_ids, label_mask=None):
-        features = {"token_ids": input_ids, "segment_ids": segment_ids,
-                    "padding_mask": input_mask}
-        return self._task_outputs(features, label_mask)
+    def _serve_token_ids(self, inputs):
+        inputs = _checked(TOKEN_IDS_SIGNATURE, inputs, "int32 [batch, seq]")
+        # An id past its embedding table fails on CPU but reads zeros on GPU: an answer for
+        # other inputs than those sent.
+        checks = [tf.debugging.assert_less_equal(
+            tf.shape(inputs["input_ids"])[1], self._max_positions,
+            message=f"{TOKEN_IDS_SIGNATURE}: seq must be at most {self._max_positions}, the "
+                    f"max_sequence_length of the model")]
+        for name, size in self._table_sizes.items():
+            checks += [tf.debugging.assert_non_negative(
+                           inputs[name], message=f"{TOKEN_IDS_SIGNATURE}: negative {name}"),
+                       tf.debugging.assert_less(
+                           inputs[name], size,
+                           message=f"{TOKEN_IDS_SIGNATURE}: {name} must be below {size}, "
+                                   f"the rows of its embedding table")]
+        with tf.control_dependencies(checks):
+            features = {"token_ids": tf.identity(inputs["input_ids"]),
+                        "segment_ids": tf.identity(inputs["segment_ids"]),
+                        "padding_mask": inputs["input_mask"]}
+        return self._task_outputs(features, inputs.get("label_mask"))
 
-    def _serve_text(self, texts):
+    def _serve_text(self, inputs):
+        """The outputs for `inputs` (dict name -> string [batch], in signature order).
+
+        Texts are checked first (`_checked`), then invalid UTF-8 is replaced: each
+        invalid sequence becomes U+FFFD, as the tokenizer decodes text in training too
+        (and as Python's `bytes.decode("utf-8", "replace")`); the tokenizer then deletes it,
+        as Google's `_clean_text`. So string outputs (`words`, `answer`) are valid UTF-8.
+        """
+        inputs = _checked(TEXT_SIGNATURE, inputs, "string [batch]")
+        texts = [tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
+                                              replacement_char=0xFFFD)
+                 for text in inputs.values()]
         if self.task == "tagger":
             return self._tag_words(texts[0])
         if self.task == "span_labeler":
@@ -236,6 +270,38 @@ def best_spans(start_logits, end_logits, in_context, max_answer_length):
     best = tf.argmax(tf.reshape(scores, [tf.shape(scores)[0], seq * seq]), axis=1,
                      output_type=tf.int32)
     return best // seq, best % seq, tf.reduce_any(valid, axis=[1, 2])
+
+
+def _checked(signature, inputs, expected):
+    """`inputs`, checked to share one shape of the declared rank, or InvalidArgumentError.
+
+    A bad request must fail alone, never reach an op that aborts the process (keras-nlp's
+    packer on pairs of unequal batch sizes throws std::length_error) or answer for other rows
+    than those sent. The rank is checked by EnsureShape: the signature declares it, so
+    `assert_rank`, `tf.rank` and Grappler take it from the declaration, and such a check never
+    runs.
+
+    Args:
+        signature: str. Named in the message.
+        inputs: dict of str -> tensor, each declared [None] or [None, None].
+        expected: str. Their dtype and shape, for the message ("string [batch]").
+
+    Returns:
+        dict of the same tensors, after the checks.
+    """
+    rank = next(iter(inputs.values())).shape.rank
+    inputs = {name: tf.ensure_shape(x, [None] * rank, name=f"{name}_must_have_rank_{rank}")
+              for name, x in inputs.items()}
+    if len(inputs) == 1:
+        return inputs
+    shapes = [tf.shape(x) for x in inputs.values()]
+    same = tf.reduce_all([tf.reduce_all(tf.equal(shapes[0], shape)) for shape in shapes[1:]])
+    got = [part for name, shape in zip(inputs, shapes, strict=True) for part in (name, shape)]
+    check = tf.debugging.Assert(
+        same, [f"{signature}: {', '.join(inputs)} must all be {expected}, of one shape; got",
+               *got])
+    with tf.control_dependencies([check]):
+        return {name: tf.identity(x) for name, x in inputs.items()}
 
 
 def _piece_offsets(ragged, index, found):

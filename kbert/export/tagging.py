@@ -13,15 +13,20 @@ long the text.
 """
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 # Python's str.split() whitespace (str.isspace), in RE2 syntax; RE2's \s is ASCII only.
 WHITESPACE = r"[\t-\r\x{1c}-\x{20}\x{85}\p{Zs}\x{2028}\x{2029}]+"
 
 
 def split_words(texts):
-    """Whitespace words of texts [batch]: string RaggedTensor [batch, (words)]."""
-    return tf_text.regex_split(texts, WHITESPACE)
+    """Whitespace words of texts [batch], as `str.split()`: string RaggedTensor [batch, (words)].
+
+    Other characters stay in the words (NUL and control characters too, as `kbert.data.conll`
+    reads them); the tokenizer deletes them, as Google's `_clean_text`.
+    """
+    # Not tf_text.regex_split, which ends each text at its first NUL byte: whitespace runs
+    # become one space, and tf.strings.split (ASCII whitespace, NUL kept) splits there.
+    return tf.strings.split(tf.strings.regex_replace(texts, WHITESPACE, " "))
 
 
 def word_windows(words, tokenizer, capacity, unk_id):
