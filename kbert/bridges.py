@@ -16,6 +16,7 @@ import os
 
 import keras
 
+from kbert import artifacts
 from kbert.checkpoints import huggingface
 from kbert.checkpoints import keras_hub_preset
 from kbert.checkpoints import tf1
@@ -126,8 +127,13 @@ def write_checkpoint(checkpoint, output_dir, format, label_names=None):
         keras_hub_preset.write_keras_hub_preset(checkpoint, output_dir)
 
 
-def convert(path, output_dir, format="google", label_names=None, exact_gelu=False):
+def convert(path, output_dir, format="google", label_names=None, exact_gelu=False,
+            overwrite_output_dir=False):
     """Converts the model at `path` (anything `read_checkpoint` reads) to `format`.
+
+    The output dir is guarded (`kbert.artifacts`): one writer at a time; it may not be or
+    hold the input; a directory holding other files, or a finished conversion, is refused
+    unless `overwrite_output_dir` (which removes the files of the conversion recorded there).
 
     Args:
         path: str. See `read_checkpoint`.
@@ -135,6 +141,7 @@ def convert(path, output_dir, format="google", label_names=None, exact_gelu=Fals
         format: str. One of "google", "huggingface", "keras_hub". Defaults to "google".
         label_names: list of str. Hugging Face `id2label` of a classifier head.
         exact_gelu: bool. See `read_checkpoint`. Defaults to False.
+        overwrite_output_dir: bool. Replace what is in `output_dir`. Defaults to False.
 
     Example:
     ```python
@@ -142,7 +149,16 @@ def convert(path, output_dir, format="google", label_names=None, exact_gelu=Fals
     ```
     """
     _check_format(format)
-    write_checkpoint(read_checkpoint(path, exact_gelu), output_dir, format, label_names)
+    checkpoint = read_checkpoint(path, exact_gelu)
+    manifest = {"settings": {"format": format, "label_names": label_names,
+                             "exact_gelu": exact_gelu},
+                "input": artifacts.fingerprint(checkpoint.prefix)}
+    with artifacts.locked(output_dir):
+        claim = artifacts.claim(output_dir, manifest, overwrite_output_dir=overwrite_output_dir,
+                                inputs=[("input", path), ("input", checkpoint.prefix),
+                                        ("vocabulary", checkpoint.vocab_file)])
+        write_checkpoint(checkpoint, output_dir, format, label_names)
+        claim.finish()
 
 
 def _check_format(format):

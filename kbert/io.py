@@ -1,6 +1,10 @@
-"""Atomic file output: write under a temporary name beside the target, rename when complete."""
+"""Atomic file output: write under a temporary name beside the target, rename when complete.
+
+A full disk while writing raises `DiskFull`, which names the file.
+"""
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -13,6 +17,27 @@ import numpy as np
 # `.kbert-tmp-<host>-<pid>-<random>`: a later run can tell its own host's dead writers' leftovers.
 _TMP_PREFIX = ".kbert-tmp-"
 _TMP_NAME = re.compile(rf"^{re.escape(_TMP_PREFIX)}(?:(?P<host>.+)-(?P<pid>\d+)-)?[^-]+$")
+
+
+class DiskFull(OSError):
+    """No space left on the device while writing `filename` (errno ENOSPC).
+
+    Attributes:
+        needed: int or None. Bytes the whole file needs, where the writer knows it.
+    """
+
+    def __init__(self, filename, needed=None):
+        super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(filename))
+        self.needed = needed
+
+
+def is_disk_full(error):
+    """Whether `error` says the disk is full: ENOSPC, or h5py's or TensorFlow's text of it."""
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return True
+    # h5py raises OSError/RuntimeError and TensorFlow its own errors, with errno 28 in text.
+    text = str(error)
+    return "No space left on device" in text or "errno = 28" in text
 
 
 @contextlib.contextmanager
@@ -35,9 +60,11 @@ def atomic_write(path, mode="w", encoding="utf-8"):
             yield f
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
+        if is_disk_full(e) and not isinstance(e, DiskFull):
+            raise DiskFull(path) from e
         raise
 
 
@@ -56,8 +83,46 @@ def atomic_files(directory):
         yield tmp
         for name in sorted(os.listdir(tmp)):
             os.replace(os.path.join(tmp, name), os.path.join(directory, name))
+    except Exception as e:
+        if is_disk_full(e) and not isinstance(e, DiskFull):
+            raise DiskFull(_stopped_file(directory, tmp)) from e
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_directory(path):
+    """Yields a temporary directory beside `path`; on success renames it to `path`.
+
+    For a set of files that only make sense together (a training backup: weights and the
+    position they belong to): `path` appears complete or not at all. An existing `path`
+    (a leftover of the same name) is replaced.
+    """
+    path = os.path.abspath(os.fspath(path))
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{socket.gethostname()}-{os.getpid()}-",
+                           dir=parent)
+    try:
+        yield tmp
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        os.rename(tmp, path)
+    except Exception as e:
+        if is_disk_full(e) and not isinstance(e, DiskFull):
+            raise DiskFull(_stopped_file(path, tmp)) from e
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stopped_file(target, tmp):
+    """The file a full disk stopped: the entry of `tmp` written last, under its final name in
+    `target`; `target` itself when there is none."""
+    names = os.listdir(tmp) if os.path.isdir(tmp) else []
+    newest = max(names, key=lambda n: os.path.getmtime(os.path.join(tmp, n)), default=None)
+    return target if newest is None else os.path.join(target, newest)
 
 
 def remove_stale_temporaries(directory):

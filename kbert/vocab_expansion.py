@@ -18,6 +18,7 @@ import tempfile
 import numpy as np
 from absl import logging
 
+from kbert import artifacts
 from kbert import io
 from kbert.checkpoints import tf1
 from kbert.models.encoder import BertEncoder
@@ -141,7 +142,8 @@ def read_corpus(path, column=None):
 
 def expand_from_corpus(source, corpus_files, output_dir, max_new_tokens=None,
                        corpus_column=None, mode=REPLACE_UNUSED, init=INIT_MEAN,
-                       fallback_to_append=False, do_lower_case=True, config=None, seed=0):
+                       fallback_to_append=False, do_lower_case=True, config=None, seed=0,
+                       overwrite_output_dir=False):
     """Adds the words of a corpus the vocab misses, most frequent first, as `expand` does.
 
     With `REPLACE_UNUSED` and no `fallback_to_append`, at most as many tokens as there are
@@ -154,7 +156,8 @@ def expand_from_corpus(source, corpus_files, output_dir, max_new_tokens=None,
         max_new_tokens: int or None. Most tokens to add. Defaults to every candidate.
         corpus_column: str or None. Text column of tab-separated corpus files (see
             `read_corpus`). Defaults to None (plain text, one text per line).
-        mode, init, fallback_to_append, do_lower_case, config, seed: as `expand`.
+        mode, init, fallback_to_append, do_lower_case, config, seed, overwrite_output_dir:
+            as `expand`.
 
     Returns:
         `CorpusExpansion`.
@@ -185,7 +188,7 @@ def expand_from_corpus(source, corpus_files, output_dir, max_new_tokens=None,
             chosen = chosen[:free]
     expansion = expand(source, chosen, output_dir, mode=mode, init=init,
                        fallback_to_append=fallback_to_append, do_lower_case=do_lower_case,
-                       config=config, seed=seed)
+                       config=config, seed=seed, overwrite_output_dir=overwrite_output_dir)
     after, _ = coverage_lib.measure(counts, FullTokenizer(
         os.path.join(output_dir, tf1.VOCAB_FILE), do_lower_case=do_lower_case))
     return CorpusExpansion(expansion, candidates, before, after)
@@ -214,8 +217,13 @@ def expanded_rows(table, expansion, piece_ids, init=INIT_MEAN, stddev=0.02, rng=
 
 
 def expand(source, new_tokens, output_dir, mode=REPLACE_UNUSED, init=INIT_MEAN,
-           fallback_to_append=False, do_lower_case=True, config=None, seed=0):
+           fallback_to_append=False, do_lower_case=True, config=None, seed=0,
+           overwrite_output_dir=False):
     """Writes a new Google release directory with `new_tokens` in the vocab.
+
+    The output dir is guarded (`kbert.artifacts`): one writer at a time; it may not be or
+    hold the input release; a directory holding other files, or a finished expansion, is
+    refused unless `overwrite_output_dir`.
 
     Args:
         source: str. Release directory or checkpoint prefix with `vocab.txt` beside it.
@@ -227,6 +235,7 @@ def expand(source, new_tokens, output_dir, mode=REPLACE_UNUSED, init=INIT_MEAN,
         do_lower_case: bool. How the vocab tokenizes (for the mean-of-pieces start).
         config: `BertConfig` or path; defaults to the `bert_config.json` beside the checkpoint.
         seed: int. For `INIT_NORMAL`.
+        overwrite_output_dir: bool. Replace what is in `output_dir`. Defaults to False.
 
     Returns:
         The `Expansion`.
@@ -253,10 +262,22 @@ def expand(source, new_tokens, output_dir, mode=REPLACE_UNUSED, init=INIT_MEAN,
                 tensors[name][row] = 0
     expansion = dataclasses.replace(expansion, never_split=_never_split(expansion, do_lower_case))
     new_config = dataclasses.replace(checkpoint.config, vocab_size=len(expansion.vocab))
-    tf1.write_tf1_checkpoint(os.path.join(output_dir, tf1.RELEASE_PREFIX), tensors)
-    with io.atomic_write(os.path.join(output_dir, tf1.CONFIG_FILE)) as f:
-        f.write(new_config.to_json_string())
-    write_vocab(output_dir, expansion)
+    manifest = {"settings": {"mode": mode, "init": init, "fallback_to_append": fallback_to_append,
+                             "do_lower_case": do_lower_case, "seed": seed,
+                             "added": expansion.added},
+                "checkpoint": artifacts.fingerprint(checkpoint.prefix),
+                "vocab_file": artifacts.fingerprint(checkpoint.vocab_file)}
+    with artifacts.locked(output_dir):
+        claim = artifacts.claim(output_dir, manifest, overwrite_output_dir=overwrite_output_dir,
+                                inputs=[("input release", source),
+                                        ("checkpoint", checkpoint.prefix),
+                                        ("vocab_file", checkpoint.vocab_file),
+                                        ("config", config if isinstance(config, str) else None)])
+        tf1.write_tf1_checkpoint(os.path.join(output_dir, tf1.RELEASE_PREFIX), tensors)
+        with io.atomic_write(os.path.join(output_dir, tf1.CONFIG_FILE)) as f:
+            f.write(new_config.to_json_string())
+        write_vocab(output_dir, expansion)
+        claim.finish()
     logging.info("Added %d tokens (%s) to %s", len(expansion.added), mode, output_dir)
     return expansion
 

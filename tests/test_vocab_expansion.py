@@ -3,8 +3,6 @@
 import os
 import pathlib
 import shutil
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -16,8 +14,8 @@ from bert import tokenization as google_tokenization
 import kbert
 from kbert import vocab_expansion
 from tests.conftest import TINY_CONFIG
-from tests.limits import SUBPROCESS_TIMEOUT
 from tests.oracle import google_bert
+from tests.tools.runner import run_tool_in_subprocess
 
 NEW = ["covid-19", "SARS-CoV-2", "immunotherapy", "nanobody", "the"]  # "the" is present
 
@@ -166,11 +164,10 @@ def test_errors(real_vocab_release, minilm_dir, tmp_path):
 def test_tool(real_vocab_release, tmp_path):
     tokens = tmp_path / "tokens.txt"
     tokens.write_text("covid-19\nnanobody\n")
-    tool = os.path.join(os.path.dirname(__file__), "..", "tools", "expand_vocab.py")
-    result = subprocess.run(
-        [sys.executable, tool, f"--input_dir={real_vocab_release}",
-         f"--new_tokens_file={tokens}", f"--output_dir={tmp_path / 'out'}", "--mode=append"],
-        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    # The real entry point, in a fresh process.
+    result = run_tool_in_subprocess(
+        "expand_vocab.py", f"--input_dir={real_vocab_release}", f"--new_tokens_file={tokens}",
+        f"--output_dir={tmp_path / 'out'}", "--mode=append")
     assert result.returncode == 0, result.stderr
     config = kbert.BertConfig.from_json_file(str(tmp_path / "out" / "bert_config.json"))
     assert config.vocab_size == 30524

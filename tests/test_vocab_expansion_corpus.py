@@ -1,9 +1,6 @@
 """Vocabulary expansion with the tokens chosen from a corpus (tests/tokenization/test_coverage)."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import keras
 import pytest
@@ -12,12 +9,10 @@ import kbert
 from kbert import vocab_expansion
 from kbert.tokenization import coverage
 from tests.conftest import TINY_CONFIG
-from tests.limits import SUBPROCESS_TIMEOUT
 from tests.tokenization.test_coverage import BEFORE
 from tests.tokenization.test_coverage import CORPUS
 from tests.tokenization.test_coverage import VOCAB
-
-TOOL = os.path.join(os.path.dirname(__file__), "..", "tools", "expand_vocab.py")
+from tests.tools.runner import run_tool
 
 
 @pytest.fixture(scope="module")
@@ -100,11 +95,9 @@ def test_nothing_to_add(release, tmp_path):
 def test_tool_reads_a_tsv_column_and_prints_coverage(release, tmp_path):
     tsv = tmp_path / "train.tsv"
     tsv.write_text("label\ttext_a\n" + "".join(f"1\t{t}\n" for t in CORPUS), encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, TOOL, f"--input_dir={release}", f"--new_tokens_from_corpus={tsv}",
-         "--corpus_column=text_a", "--max_new_tokens=4", "--mode=append",
-         f"--output_dir={tmp_path / 'out'}"],
-        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    result = run_tool("expand_vocab.py", f"--input_dir={release}",
+                      f"--new_tokens_from_corpus={tsv}", "--corpus_column=text_a",
+                      "--max_new_tokens=4", "--mode=append", f"--output_dir={tmp_path / 'out'}")
     assert result.returncode == 0, result.stderr
     assert "5 candidates, 4 added" in result.stdout
     assert "coverage before: CJK characters 37.50% known (3 of 8)" in result.stdout

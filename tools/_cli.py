@@ -10,13 +10,16 @@ errors end the run with one line on stderr,
     error: <file>:<line>: <what> — <how to fix>
 
 (as much of it as the error knows), exit status 2 for bad input (usage and flag errors,
-ValueError, missing or unwritable files) and 1 for anything else, an internal error.
+ValueError, missing or unwritable files, a full disk) and 1 for anything else, an internal
+error.
 """
 
+import contextlib
 import errno
 import logging as std_logging
 import os
 import re
+import shutil
 import sys
 import traceback
 import warnings
@@ -82,6 +85,20 @@ if not VERBOSE:
 from absl import app  # noqa: E402  (after the quiet start: absl's C++ twin logs on import)
 from absl import flags  # noqa: E402
 
+from kbert import ranges  # noqa: E402  (imports TensorFlow, after the quiet start)
+
+
+def validate_ranges(config_class):
+    """Checks each defined flag named after a field of `config_class` against the field's
+    range (`kbert.ranges`) when the flags are parsed: a value outside it is a usage error,
+    "flag --train_batch_size=0: train_batch_size must be >= 1", before anything is loaded.
+    """
+    for name, valid in ranges.of(config_class).items():
+        if name in flags.FLAGS:
+            flags.register_validator(
+                name, lambda value, valid=valid: value is None or value in valid,
+                message=f"{name} must be {valid}")
+
 
 def _flag_help(name):
     """`--name: help (default: x)` for a flag of this program."""
@@ -142,8 +159,38 @@ def _tf_error_line(error):
     return useful[-1] if useful else error.message
 
 
+def _disk_full_error(error):
+    """One line for a full disk: the file, the space it needed (where known), what is free."""
+    path = getattr(error, "filename", None)
+    if path is None:
+        where = _tf_error_line(error) if hasattr(error, "message") else str(error)
+        return f"no space left on device ({where}) — free some space and run the same command again"
+    path = os.fspath(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    needed = getattr(error, "needed", None)
+    sizes = [f"it needs about {_size(needed)}"] if needed else []
+    with contextlib.suppress(OSError):
+        sizes.append(f"{_size(shutil.disk_usage(parent).free)} free there")
+    return (f"{path}: no space left on device ({', '.join(sizes) or 'disk full'}) — free some "
+            "space and run the same command again: a training run resumes from its last "
+            "complete backup")
+
+
+def _size(num_bytes):
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if num_bytes >= scale:
+            return f"{num_bytes / scale:.1f} {unit}"
+    return f"{num_bytes} bytes"
+
+
 def describe(error):
     """(exit status, message) for an exception that ended a tool."""
+    from kbert import io  # here: this module is imported before TensorFlow
+
+    if io.is_disk_full(error):
+        return 2, f"error: {_disk_full_error(error)}"
     if isinstance(error, app.UsageError):
         return 2, _usage_error(str(error))
     if isinstance(error, flags.Error):

@@ -81,6 +81,10 @@ class FineTuningFlags:
             "overwrite_output_dir": flags.DEFINE_bool(
                 "overwrite_output_dir", False, "Start over in an --output_dir that holds "
                 "another run, or a finished one."),
+            "allow_untrained_head": flags.DEFINE_bool(
+                "allow_untrained_head", False, "Evaluate or predict, without --do_train, "
+                "from a Google checkpoint that has no head for this task (a pretrained "
+                "release): the head is random, so are the scores."),
             "seed": flags.DEFINE_integer(
                 "seed", 12345, "Seeds the data order, dropout and the new head."),
             "embedding_updates": flags.DEFINE_enum(

@@ -11,6 +11,9 @@ BertForTokenClassification, a pretrainer BertForPreTraining.
   python tools/convert_checkpoint.py --input=mrpc_output --output_dir=mrpc_hf --to=huggingface
   python tools/convert_checkpoint.py --input=mrpc_output --output_dir=mrpc_kh --to=keras_hub
   python tools/convert_checkpoint.py --input=hf_model --output_dir=google_model
+
+--output_dir may not be the input; one that holds other files or a finished conversion needs
+--overwrite_output_dir.
 """
 
 import _cli
@@ -34,13 +37,15 @@ _EXACT_GELU = flags.DEFINE_bool(
     "exact_gelu", False,
     "Keep a Hugging Face input's erf GELU as hidden_act 'gelu_exact' (read by kbert only). By "
     "default it becomes Google's 'gelu', the tanh approximation Google's code uses.")
+_OVERWRITE = flags.DEFINE_bool("overwrite_output_dir", False, "Replace an --output_dir that "
+                               "holds other files or a finished conversion.")
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     kbert.convert(_INPUT.value, _OUTPUT.value, format=_TO.value, label_names=_LABELS.value,
-                  exact_gelu=_EXACT_GELU.value)
+                  exact_gelu=_EXACT_GELU.value, overwrite_output_dir=_OVERWRITE.value)
     logging.info("Wrote %s to %s", _TO.value, _OUTPUT.value)
 
 

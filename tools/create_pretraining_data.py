@@ -15,7 +15,8 @@ Google's.
 
 Output (--output_file): comma-separated files, NAME@N, or NAME with --num_shards=N
 (NAME-0000i-of-0000N), plus NAME_meta.json. Each shard is written under a temporary name and
-renamed when complete; a re-run with the same flags skips complete shards.
+renamed when complete; a re-run with the same flags and unchanged input files (compared by
+content) skips complete shards, and one with other flags or edited input is refused.
 
   python tools/create_pretraining_data.py --input_file='corpus/wiki_*' \\
       --input_format=wikiextractor --output_file=out/train.tfrecord --num_shards=8 \\
@@ -42,11 +43,12 @@ _SEGMENTER = flags.DEFINE_enum("chinese_word_segmenter", None, ["jieba"],
 _SEQ = flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
 _PREDICTIONS = flags.DEFINE_integer("max_predictions_per_seq", 20,
                                     "Maximum masked LM predictions per sequence.")
-_SEED = flags.DEFINE_integer("random_seed", 12345, "Random seed.")
+_SEED = flags.DEFINE_integer("random_seed", 12345, "Random seed.", lower_bound=0)
 _DUPE = flags.DEFINE_integer("dupe_factor", 10, "Passes over the input, with different masks.")
 _MLM_PROB = flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
 _SHORT = flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
-_SHARDS = flags.DEFINE_integer("num_shards", None, "Shards for a single --output_file NAME.")
+_SHARDS = flags.DEFINE_integer("num_shards", None, "Shards for a single --output_file NAME.",
+                               lower_bound=1)
 _FORMAT = flags.DEFINE_enum("input_format", "text", ["text", "wikiextractor"], "Input format.")
 _SKIP_BAD = flags.DEFINE_bool("skip_bad_lines", False,
                               "Skip (and log) lines that are not UTF-8 instead of stopping.")
@@ -57,7 +59,8 @@ _EXACT = flags.DEFINE_bool("exact_tokenization", True,
                            "'½').")
 _CHUNK_MB = flags.DEFINE_integer("chunk_mb", 4, "MiB of text per chunk: random next "
                                  "sentences and the shuffle stay within one; memory scales "
-                                 "with it.")
+                                 "with it.", lower_bound=1)
+_cli.validate_ranges(kbert.data.PretrainingDataConfig)
 
 
 def main(argv):

@@ -17,7 +17,8 @@ corpus coverage before and after. Corpus files are plain text, one text per line
 
 Vocab, word embeddings and the masked-LM output bias change together; every other variable is
 copied unchanged. Tokens the tokenizer would split (punctuation, capitals) are listed in
-added_tokens.txt, which kbert's tokenizers read.
+added_tokens.txt, which kbert's tokenizers read. --output_dir may not be the input release;
+one that holds other files or a finished expansion needs --overwrite_output_dir.
 """
 
 import _cli
@@ -45,6 +46,8 @@ _INIT = flags.DEFINE_enum("init", vocab_expansion.INIT_MEAN, vocab_expansion.INI
 _FALLBACK = flags.DEFINE_bool("fallback_to_append", False,
                               "With replace_unused, append what finds no free slot.")
 _LOWER = flags.DEFINE_bool("do_lower_case", True, "Whether the model is uncased.")
+_OVERWRITE = flags.DEFINE_bool("overwrite_output_dir", False, "Replace an --output_dir that "
+                               "holds other files or a finished expansion.")
 flags.mark_flags_as_mutual_exclusive(["new_tokens_file", "new_tokens_from_corpus"],
                                      required=True)
 
@@ -53,7 +56,7 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     options = dict(mode=_MODE.value, init=_INIT.value, fallback_to_append=_FALLBACK.value,
-                   do_lower_case=_LOWER.value)
+                   do_lower_case=_LOWER.value, overwrite_output_dir=_OVERWRITE.value)
     if _CORPUS.value:
         result = vocab_expansion.expand_from_corpus(
             _INPUT.value, _CORPUS.value, _OUTPUT.value, max_new_tokens=_MAX_NEW.value,

@@ -16,8 +16,10 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from kbert import artifacts
 from kbert.export import export_saved_model
 from kbert.export import load_for_export
+from kbert.tasks import squad
 
 _MODEL = flags.DEFINE_string(
     "model", None, "A recipe's output directory, a .keras model, or a Google checkpoint "
@@ -39,6 +41,8 @@ _SETTINGS = (
     flags.DEFINE_float("null_score_diff_threshold", 0.0, "Span labeler (SQuAD 2.0): answer "
                        "'' above this."),
 )
+# The lengths have the ranges of the recipe that records them (SQuAD's has all three).
+_cli.validate_ranges(squad.SquadConfig)
 
 
 def main(argv):
@@ -52,6 +56,9 @@ def main(argv):
         vocab_file = _VOCAB.value or vocab_file
         if vocab_file is None:
             raise ValueError(f"no vocab.txt beside {_MODEL.value}; pass --vocab_file")
+        # --overwrite replaces the whole --export_dir: never the model it reads.
+        artifacts.check_not_input(_EXPORT_DIR.value, [("model", _MODEL.value),
+                                                      ("vocab_file", vocab_file)])
         export_dir = export_saved_model(model, _EXPORT_DIR.value, vocab_file,
                                         overwrite=_OVERWRITE.value,
                                         compute_dtype=_DTYPE.value, **settings)

@@ -22,7 +22,9 @@ from absl import flags
 from absl import logging
 
 import kbert
+from kbert import artifacts
 from kbert import io
+from kbert.data import text_files
 from kbert.tasks import feature_extraction
 
 _INPUT = flags.DEFINE_string("input_file", None, "UTF-8 text, one example per line.",
@@ -34,10 +36,21 @@ _CONFIG = flags.DEFINE_string("bert_config_file", None, "Defaults to the one bes
 _VOCAB = flags.DEFINE_string("vocab_file", None, "Defaults to vocab.txt beside the ckpt.")
 _LOWER = flags.DEFINE_bool("do_lower_case", True, "Whether the model is uncased.")
 _LAYERS = flags.DEFINE_list("layers", ["-1", "-2", "-3", "-4"], "Layer indices for .jsonl.")
+flags.register_validator("layers", lambda v: all(_is_int(i) for i in v),
+                         message="layers must be comma-separated integers, e.g. -1,-2")
 _POOLING = flags.DEFINE_enum("pooling", None, sorted(feature_extraction.POOLINGS),
                              "Sentence pooling; required for .npy output.")
-_MAX_SEQ = flags.DEFINE_integer("max_seq_length", 128, "Longer inputs are truncated.")
-_BATCH = flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
+_MAX_SEQ = flags.DEFINE_integer("max_seq_length", 128, "Longer inputs are truncated.",
+                                lower_bound=3)  # [CLS] a piece [SEP]
+_BATCH = flags.DEFINE_integer("batch_size", 32, "Examples per batch.", lower_bound=1)
+
+
+def _is_int(text):
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
 
 
 def main(argv):
@@ -51,13 +64,23 @@ def main(argv):
     vocab = _VOCAB.value or source.vocab_file
     if vocab is None:
         raise app.UsageError(f"no vocab.txt beside {source.prefix}; pass --vocab_file")
+    positions, depth = source.config.max_position_embeddings, source.config.num_hidden_layers
+    if _MAX_SEQ.value > positions:
+        raise app.UsageError(f"--max_seq_length={_MAX_SEQ.value} is longer than the model's "
+                             f"max_position_embeddings={positions}")
+    outside = [i for i in _LAYERS.value if not -depth <= int(i) < depth]
+    if outside and not as_npy:
+        raise app.UsageError(f"--layers {','.join(outside)}: the model has {depth} layers "
+                             f"(indices -{depth} to {depth - 1})")
+    artifacts.check_not_input(os.path.dirname(os.path.abspath(_OUTPUT.value)),
+                              [("input_file", _INPUT.value)], [os.path.basename(_OUTPUT.value)])
+    with text_files.open_text(_INPUT.value) as f:  # all of it UTF-8, before any work
+        total = sum(1 for _ in f)
     encoder = kbert.BertEncoder.from_google_checkpoint(_CHECKPOINT.value, _CONFIG.value)
     tokenizer = kbert.FullTokenizer(vocab, do_lower_case=_LOWER.value)
-    with open(_INPUT.value, encoding="utf-8") as f:
-        total = sum(1 for _ in f)
     progress = keras.utils.Progbar(total, unit_name="example")
     width = encoder.hidden_dim * (4 if _POOLING.value == "mean_concat_last_four" else 1)
-    with open(_INPUT.value, encoding="utf-8") as lines, \
+    with text_files.open_text(_INPUT.value) as lines, \
             io.atomic_write(_OUTPUT.value, "wb") as out:
         if as_npy:
             np.lib.format.write_array_header_1_0(

@@ -60,6 +60,7 @@ _PACK = flags.DEFINE_bool(
     "seeing only itself, the same examples per step. The outputs are as without it. "
     "Classification on one device. On a 2-core CPU it trained SST-2 at 0.86-0.92x the default "
     "length-grouped batches (BENCHMARKS.md).")
+_cli.validate_ranges(glue.GlueConfig)
 
 
 def main(argv):

@@ -57,6 +57,7 @@ _STRIDE = flags.DEFINE_integer(
     "the most context. Default: consecutive windows (as serving splits long texts).")
 _EPOCH_EVAL = flags.DEFINE_bool("evaluate_every_epoch", True,
                                 "Score --dev_file at the end of every training epoch.")
+_cli.validate_ranges(ner.NerConfig)
 
 
 def main(argv):

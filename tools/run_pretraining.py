@@ -8,7 +8,8 @@ none). --input_format=text (one sentence per line, blank lines between documents
 --pair_task=nsp|sop|none picks next-sentence, ALBERT's sentence-order, or no second task.
 The vocab comes from --vocab_file, else beside --init_checkpoint or --bert_config_file.
 Every --save_checkpoints_steps steps the run backs itself up (an interrupted run resumes
-when started again with the same flags) and writes OUTPUT_DIR/pretrainer.keras; at the end
+when started again with the same flags; other flags, or a finished run, need
+--overwrite_output_dir) and writes OUTPUT_DIR/pretrainer.keras; at the end
 OUTPUT_DIR/model.ckpt-NUM_TRAIN_STEPS is a Google checkpoint with bert_config.json and
 vocab.txt beside it.
 
@@ -65,6 +66,9 @@ _EVAL = flags.DEFINE_string("eval_input_file", None, "Records to evaluate on at 
 _EVAL_STEPS = flags.DEFINE_integer("max_eval_steps", 100, "Eval batches.")
 _EVAL_BATCH = flags.DEFINE_integer("eval_batch_size", 8, "Eval batch size.")
 _SEED = flags.DEFINE_integer("seed", 12345, "Random seed.")
+_OVERWRITE = flags.DEFINE_bool("overwrite_output_dir", False, "Start over in an --output_dir "
+                               "that holds another run or a finished one.")
+_cli.validate_ranges(kbert.tasks.pretraining.PretrainingConfig)
 
 
 def main(argv):
@@ -80,7 +84,7 @@ def main(argv):
         learning_rate=_LR.value, num_train_steps=_STEPS.value, num_warmup_steps=_WARMUP.value,
         save_checkpoints_steps=_SAVE.value, eval_input_file=_EVAL.value,
         max_eval_steps=_EVAL_STEPS.value, eval_batch_size=_EVAL_BATCH.value, seed=_SEED.value,
-        **_flags.distribution_settings())
+        overwrite_output_dir=_OVERWRITE.value, **_flags.distribution_settings())
     results = kbert.tasks.pretraining.run_pretraining(config)
     logging.info("Done: %s", results)
 

@@ -45,6 +45,7 @@ _NBEST = flags.DEFINE_integer("n_best_size", 20, "Answers kept per question.")
 _V2 = flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0 (unanswerable).")
 _NULL = flags.DEFINE_float("null_score_diff_threshold", 0.0, "Predict '' above this.")
 _SAVE = flags.DEFINE_integer("save_checkpoints_steps", 1000, "Most steps between backups.")
+_cli.validate_ranges(squad.SquadConfig)
 
 
 def main(argv):

@@ -27,6 +27,7 @@ from absl import logging
 
 from kbert import io
 from kbert.data import pipeline
+from kbert.data import text_files
 
 FORMATS = ("conll", "two_column")
 # Accepted label prefixes of each tag scheme ("auto": any of them).
@@ -73,8 +74,9 @@ def read_ner_file(path, data_format="conll", tag_scheme="auto"):
         list of `Sentence`.
 
     Raises:
-        ValueError: naming `file:line`, for a line with the wrong number of columns or a
-            label that is not "O" or "<prefix>-<type>" of the scheme.
+        ValueError: naming `file:line`, for a line with the wrong number of columns, a
+            label that is not "O" or "<prefix>-<type>" of the scheme, or bytes that are not
+            UTF-8; naming the file when it holds no sentence.
     """
     if data_format not in FORMATS:
         raise ValueError(f"data_format must be one of {FORMATS}, got {data_format!r}")
@@ -89,7 +91,7 @@ def read_ner_file(path, data_format="conll", tag_scheme="auto"):
                                       document))
         words.clear(), labels.clear(), lines.clear()
 
-    with open(path, encoding="utf-8-sig") as f:
+    with text_files.open_text(path) as f:
         for number, line in enumerate(f, start=1):
             fields = line.split()
             if not fields:
@@ -119,6 +121,9 @@ def read_ner_file(path, data_format="conll", tag_scheme="auto"):
             labels.append(label)
             lines.append(number)
     flush()
+    if not sentences:
+        raise ValueError(f"{path}: no sentences (an empty file, or only -DOCSTART- and blank "
+                         "lines) — expected one word and its label per line")
     return sentences
 
 

@@ -8,7 +8,9 @@ Both return `Examples`, the columns the tf.data pipeline (`kbert.data.pipeline`)
 GLUE files are read as GLUE's own loaders do: tab-separated with `csv.QUOTE_NONE` (MRPC and
 SST-2 sentences contain literal `"` characters, which must not open a quoted field), UTF-8 with
 an optional byte-order mark (MRPC's files start with one). A row with the wrong number of
-fields or an unknown label is an error that names `file:line`.
+fields or an unknown label is an error that names `file:line`, and so are bytes that are not
+UTF-8; a file with no usable row is an error. Fields may be of any length (csv's default
+limit of 131,072 characters is lifted).
 """
 
 import csv
@@ -20,7 +22,14 @@ import typing
 import numpy as np
 from absl import logging
 
+from kbert.data import text_files
+
 REGRESSION = None  # `TaskSpec.labels` of a regression task (STS-B)
+# Skipped rows logged one by one; the rest are counted in the summary line.
+_LOGGED_PROBLEMS = 10
+# csv's field limit (131,072 characters by default) would stop a long document; the largest
+# value every platform's C long holds lifts it.
+_CSV_FIELD_LIMIT = 2**31 - 1
 
 
 class Layout(typing.NamedTuple):
@@ -198,8 +207,8 @@ def read_glue(data_dir, task, split, errors="raise"):
         task: str or `TaskSpec`. A task name (see `get_task`) or a spec.
         split: str. "train", a dev split ("dev"; MNLI: "dev_matched", "dev_mismatched") or a
             test split ("test"; MNLI: "test_matched", "test_mismatched").
-        errors: str. "raise" on the first malformed row (default), or "warn": log each one
-            with `file:line` and skip it.
+        errors: str. "raise" on the first malformed row (default), "warn": log each one
+            with `file:line` and skip it, or "skip": skip it unlogged.
 
     Returns:
         `Examples`; `label` is None for test splits.
@@ -218,12 +227,12 @@ def read_glue(data_dir, task, split, errors="raise"):
                 raise ValueError(f"expected {width} tab-separated fields, found {len(fields)}")
             label = None if layout.label is None else parse_label(fields[layout.label])
         except ValueError as e:
-            problems.append(_report(path, line, e, errors))
+            _report(path, line, e, errors, problems)
             continue
         index = fields[layout.index] if layout.index is not None else str(len(rows))
         text_b = None if layout.text_b is None else fields[layout.text_b]
         rows.append((fields[layout.text_a], text_b, label, index))
-    _summarize(path, problems, len(rows))
+    _summarize(path, problems, len(rows), errors)
     return _examples(rows, layout.text_b is not None, layout.label is not None, spec.labels,
                      path)
 
@@ -243,7 +252,8 @@ def read_classification_file(path, text_a, text_b=None, label=None, index=None,
         label_names: sequence of str. The classes, in class-id order. Defaults to the sorted
             distinct labels of this file (pass them explicitly so dev and test agree with train).
         regression: bool. Labels are real numbers. Defaults to False.
-        errors: str. "raise" (default) or "warn" (log `file:line`, skip the row).
+        errors: str. "raise" (default), "warn" (log `file:line`, skip the row) or "skip"
+            (skip it unlogged: a file read twice logs once).
         file_format: str. "csv", "tsv" or "jsonl". Defaults to the file's extension.
 
     Returns:
@@ -267,7 +277,7 @@ def read_classification_file(path, text_a, text_b=None, label=None, index=None,
                 raise ValueError(f"missing field(s) {', '.join(map(repr, absent))}")
             raw.append((line, record))
         except ValueError as e:
-            problems.append(_report(path, line, e, errors))
+            _report(path, line, e, errors, problems)
     if label is not None and not regression and label_names is None:
         label_names = sorted({str(r[label]) for _, r in raw})
     names = REGRESSION if regression else tuple(str(n) for n in label_names or ())
@@ -277,11 +287,11 @@ def read_classification_file(path, text_a, text_b=None, label=None, index=None,
         try:
             value = None if label is None else parse_label(str(record[label]))
         except ValueError as e:
-            problems.append(_report(path, line, e, errors))
+            _report(path, line, e, errors, problems)
             continue
         rows.append((str(record[text_a]), None if text_b is None else str(record[text_b]),
                      value, str(record[index]) if index is not None else str(len(rows))))
-    _summarize(path, problems, len(rows))
+    _summarize(path, problems, len(rows), errors)
     return _examples(rows, text_b is not None, label is not None, names, path)
 
 
@@ -307,7 +317,9 @@ def _table_records(path, wanted, file_format):
     with _open(path) as f:
         reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
         header = next(reader, None)
-        absent = [c for c in wanted if header is None or c not in header]
+        if header is None:
+            raise ValueError(f"{path}: empty file — expected a header line, then data rows")
+        absent = [c for c in wanted if c not in header]
         if absent:
             raise ValueError(f"{path}:1: header has no column(s) {', '.join(map(repr, absent))}"
                              f"; found {header}")
@@ -332,11 +344,10 @@ def _jsonl_records(path):
 
 
 def _open(path):
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: not found")
+    csv.field_size_limit(_CSV_FIELD_LIMIT)
     # utf-8-sig drops a leading byte-order mark (MRPC), which would otherwise join the first
     # header name; newline="" lets csv see "\r\n" line ends.
-    return open(path, encoding="utf-8-sig", newline="")
+    return text_files.open_text(path)
 
 
 def _label_parser(labels):
@@ -356,20 +367,30 @@ def _label_parser(labels):
     return parse
 
 
-def _report(path, line, error, errors):
+def _report(path, line, error, errors, problems):
+    """Raises for a malformed row, or adds it to `problems` (logged with errors="warn")."""
     message = f"{path}:{line}: {error}"
     if errors == "raise":
         raise ValueError(f"{message} — fix the row, or skip malformed rows with "
                          "errors='warn' (run_classifier.py --skip_bad_rows)")
-    if errors != "warn":
-        raise ValueError(f"errors must be 'raise' or 'warn', got {errors!r}")
-    logging.warning("skipping malformed row: %s", message)
-    return message
+    if errors not in ("warn", "skip"):
+        raise ValueError(f"errors must be 'raise', 'warn' or 'skip', got {errors!r}")
+    if errors == "warn" and len(problems) < _LOGGED_PROBLEMS:
+        logging.warning("skipping malformed row: %s", message)
+    problems.append(message)
 
 
-def _summarize(path, problems, kept):
-    if problems:
-        logging.warning("%s: skipped %d malformed row(s), kept %d", path, len(problems), kept)
+def _summarize(path, problems, kept, errors):
+    """Logs the skipped rows' count (errors="warn"); raises if no row is left."""
+    if not kept and problems:
+        raise ValueError(f"{path}: none of its {len(problems)} data row(s) is usable; the "
+                         f"first: {problems[0]}")
+    if not kept:
+        raise ValueError(f"{path}: no data rows (an empty file, or a header only)")
+    if problems and errors == "warn":
+        logging.warning("%s: skipped %d malformed row(s), kept %d%s", path, len(problems), kept,
+                        f" (the first {_LOGGED_PROBLEMS} logged above)"
+                        if len(problems) > _LOGGED_PROBLEMS else "")
 
 
 def _examples(rows, paired, labelled, label_names, path):

@@ -42,6 +42,8 @@ import typing
 
 import numpy as np
 
+from kbert import ranges
+
 
 @dataclasses.dataclass(frozen=True)
 class PretrainingDataConfig:
@@ -63,27 +65,19 @@ class PretrainingDataConfig:
             keep their token). Defaults to 0.1.
     """
 
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    dupe_factor: int = 10
+    # [CLS] a [SEP] b [SEP]: at least one piece on each side.
+    max_seq_length: int = ranges.field(128, ranges.at_least(5))
+    max_predictions_per_seq: int = ranges.field(20, ranges.at_least(1))
+    masked_lm_prob: float = ranges.field(0.15, ranges.between(0, 1))
+    short_seq_prob: float = ranges.field(0.1, ranges.between(0, 1))
+    dupe_factor: int = ranges.field(10, ranges.at_least(1))
     do_whole_word_mask: bool = False
     chinese_word_segmenter: str | None = None
-    mask_token_rate: float = 0.8
-    random_token_rate: float = 0.1
+    mask_token_rate: float = ranges.field(0.8, ranges.between(0, 1))
+    random_token_rate: float = ranges.field(0.1, ranges.between(0, 1))
 
     def __post_init__(self):
-        if self.max_seq_length < 5:
-            raise ValueError(f"max_seq_length must be at least 5, got {self.max_seq_length}")
-        if self.max_predictions_per_seq < 1:
-            raise ValueError("max_predictions_per_seq must be positive, got "
-                             f"{self.max_predictions_per_seq}")
-        if self.dupe_factor < 1:
-            raise ValueError(f"dupe_factor must be positive, got {self.dupe_factor}")
-        for name in ("masked_lm_prob", "short_seq_prob", "mask_token_rate", "random_token_rate"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        ranges.check(self)
         if self.mask_token_rate + self.random_token_rate > 1:
             raise ValueError("mask_token_rate + random_token_rate must be at most 1")
         if self.chinese_word_segmenter is not None and not self.do_whole_word_mask:

@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from kbert import artifacts
 from kbert import io
 from kbert import tokenization
 from kbert.data import corpus
@@ -125,8 +126,10 @@ def create_pretraining_data(input_file, output_file, vocab_file, *, config=None,
     """Raw text files -> sharded pretraining TFRecords in Google's schema, plus `*_meta.json`.
 
     Each shard is the instances of one byte range of the input (`kbert.data.corpus`), written
-    to a temporary name and renamed when complete; a re-run with the same settings skips the
-    shards that exist. Output is a function of (inputs, settings, seed, shard count) only.
+    to a temporary name and renamed when complete; a re-run with the same settings and the
+    same inputs (SHA-256 of their contents, in the sidecar) skips the shards that exist, and
+    one with others is refused. One run at a time writes an output (`kbert.artifacts.locked`).
+    Output is a function of (inputs, settings, seed, shard count) only.
 
     Args:
         input_file: str. Comma-separated files or globs.
@@ -154,11 +157,19 @@ def create_pretraining_data(input_file, output_file, vocab_file, *, config=None,
         input_format="wikiextractor", config=kbert.data.PretrainingDataConfig(dupe_factor=5))
     ```
     """
-    plan = plan_shards(input_file, output_file, vocab_file, config=config,
-                       do_lower_case=do_lower_case, random_seed=random_seed,
-                       num_shards=num_shards, input_format=input_format,
-                       skip_bad_lines=skip_bad_lines, chunk_bytes=chunk_bytes,
-                       exact_tokenization=exact_tokenization)
+    meta_file = records.meta_path(output_file)
+    # One writer per output (its own lock: train and dev records may share a directory).
+    with artifacts.locked(os.path.dirname(os.path.abspath(meta_file)),
+                          f".kbert-{os.path.basename(meta_file)}.lock", what=output_file):
+        return _create_pretraining_data(
+            input_file, output_file, vocab_file, progress, config=config,
+            do_lower_case=do_lower_case, random_seed=random_seed, num_shards=num_shards,
+            input_format=input_format, skip_bad_lines=skip_bad_lines, chunk_bytes=chunk_bytes,
+            exact_tokenization=exact_tokenization)
+
+
+def _create_pretraining_data(input_file, output_file, vocab_file, progress, **settings):
+    plan = plan_shards(input_file, output_file, vocab_file, **settings)
     # A killed run's partial shards, left under temporary names, go before any new ones.
     for directory in sorted({os.path.dirname(os.path.abspath(job.path)) for job in plan.jobs}):
         for path in io.remove_stale_temporaries(directory):
@@ -229,10 +240,15 @@ def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_ca
         raise ValueError(f"{input_file}: the input is empty")
     paths = records.shard_paths(output_file, num_shards)
     meta_file = records.meta_path(output_file)
+    inputs = {os.path.realpath(f) for f in [*files, vocab_file]}
+    for path in [*paths, meta_file]:
+        if os.path.realpath(path) in inputs:
+            raise ValueError(f"{path}: is an input of this run; choose another output_file")
+    # Inputs by content: an input edited in place (same size) is another input.
     settings = {**dataclasses.asdict(config), "do_lower_case": do_lower_case,
                 "random_seed": random_seed, "input_format": input_format,
                 "chunk_bytes": chunk_bytes, "exact_tokenization": exact_tokenization,
-                "input_files": [[os.path.abspath(f), os.path.getsize(f)] for f in files],
+                "input_files": [artifacts.fingerprint(f) for f in files],
                 "vocab_sha256": hashlib.sha256("\n".join(vocab).encode()).hexdigest()}
     meta = _start_meta(meta_file, paths, settings, config)
     for path in paths:  # a shard counts as complete only while its file exists
@@ -308,7 +324,7 @@ def _start_meta(meta_file, paths, settings, config):
         changed = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
         names = [os.path.basename(p) for p in paths]
         if changed or sorted(meta.get("shards", {})) != sorted(names):
-            detail = ", ".join(f"{k}: {old.get(k)!r} -> {settings.get(k)!r}" for k in changed)
+            detail = ", ".join(_change(k, old.get(k), settings.get(k)) for k in changed)
             raise ValueError(f"{meta_file}: existing output was written with other settings "
                              f"({detail or 'other shards'}); remove it or choose another "
                              "output_file")
@@ -329,6 +345,16 @@ def _start_meta(meta_file, paths, settings, config):
                              "another output_file")
     records.write_meta(meta_file, meta)
     return meta
+
+
+def _change(key, was, now):
+    """How setting `key` changed, for the message; input files by name."""
+    if key == "input_files" and was and now:
+        hashes = {f["path"]: f["sha256"] for f in was if isinstance(f, dict)}
+        edited = [f["path"] for f in now if hashes.get(f["path"]) != f["sha256"]]
+        gone = sorted(set(hashes) - {f["path"] for f in now})
+        return f"input files changed since it was written: {', '.join(edited + gone)}"
+    return f"{key}: {was!r} -> {now!r}"
 
 
 def _in_background(iterable, depth=1):

@@ -39,14 +39,9 @@ def pretraining_dataset(file_pattern, batch_size, *, max_seq_length=None,
     pretrainer.fit(ds, steps_per_epoch=1000)
     ```
     """
-    files = corpus.list_input_files(file_pattern)
-    if max_seq_length is None or max_predictions_per_seq is None:
-        meta = records.find_meta(files)
-        if meta is None:
-            raise ValueError(f"{file_pattern}: no *_meta.json lists these files; pass "
-                             "max_seq_length and max_predictions_per_seq")
-        max_seq_length = max_seq_length or meta["max_seq_length"]
-        max_predictions_per_seq = max_predictions_per_seq or meta["max_predictions_per_seq"]
+    files = record_files(file_pattern)
+    max_seq_length, max_predictions_per_seq = record_lengths(
+        files, file_pattern, max_seq_length, max_predictions_per_seq)
     if shuffle:
         ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files), seed=seed)
         ds = ds.repeat() if repeat else ds
@@ -64,3 +59,44 @@ def pretraining_dataset(file_pattern, batch_size, *, max_seq_length=None,
             serialized, max_seq_length, max_predictions_per_seq)),
         num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def record_files(file_pattern):
+    """The record files of comma-separated files and globs, without the `*_meta.json`
+    sidecars that a glob such as `out/train.tfrecord*` also matches."""
+    files = [f for f in corpus.list_input_files(file_pattern) if not records.is_meta(f)]
+    if not files:
+        raise ValueError(f"{file_pattern}: matches only {records.META_SUFFIX} sidecars, no "
+                         "TFRecord files")
+    return files
+
+
+def record_lengths(files, file_pattern, max_seq_length=None, max_predictions_per_seq=None):
+    """(max_seq_length, max_predictions_per_seq): as given, else from the files' sidecar."""
+    if max_seq_length is None or max_predictions_per_seq is None:
+        meta = records.find_meta(files)
+        if meta is None:
+            raise ValueError(f"{file_pattern}: no *{records.META_SUFFIX} lists these files; "
+                             "pass max_seq_length and max_predictions_per_seq")
+        max_seq_length = max_seq_length or meta["max_seq_length"]
+        max_predictions_per_seq = max_predictions_per_seq or meta["max_predictions_per_seq"]
+    return max_seq_length, max_predictions_per_seq
+
+
+def check_record_files(file_pattern, max_seq_length=None, max_predictions_per_seq=None):
+    """Checks pretraining records before any training: files found, lengths known, and the
+    first record of each file in the schema at those lengths (`records.check_first_records`).
+
+    Returns:
+        list of str: the record files.
+
+    Raises:
+        ValueError or FileNotFoundError: naming the pattern or the file.
+    """
+    files = record_files(file_pattern)
+    max_seq_length, max_predictions_per_seq = record_lengths(
+        files, file_pattern, max_seq_length, max_predictions_per_seq)
+    records.check_first_records(files, features_lib.PRETRAINING_FEATURES,
+                                max_seq_length=max_seq_length,
+                                max_predictions_per_seq=max_predictions_per_seq)
+    return files

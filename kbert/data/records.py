@@ -15,14 +15,17 @@ import glob
 import json
 import os
 import re
+import struct
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf import message
 
 from kbert import io
 from kbert.data import features as features_lib
 
 _SHARD_SUFFIX = re.compile(r"@(\d+)$")
+META_SUFFIX = "_meta.json"
 
 
 def shard_paths(output_file, num_shards=None):
@@ -45,7 +48,7 @@ def shard_paths(output_file, num_shards=None):
         return names
     match = _SHARD_SUFFIX.search(names[0])
     base = names[0][:match.start()] if match else names[0]
-    count = int(match.group(1)) if match else (num_shards or 1)
+    count = int(match.group(1)) if match else (1 if num_shards is None else num_shards)
     if match and num_shards not in (None, count):
         raise ValueError(f"num_shards={num_shards} but output_file says @{count}")
     if count < 1:
@@ -58,7 +61,12 @@ def shard_paths(output_file, num_shards=None):
 def meta_path(output_file):
     """The `*_meta.json` sidecar of an output spec (see module docstring)."""
     first = output_file.split(",")[0].strip()
-    return _SHARD_SUFFIX.sub("", first) + "_meta.json"
+    return _SHARD_SUFFIX.sub("", first) + META_SUFFIX
+
+
+def is_meta(path):
+    """Whether `path` is a `*_meta.json` sidecar (a glob for the records matches it too)."""
+    return os.fspath(path).endswith(META_SUFFIX)
 
 
 def read_meta(path):
@@ -77,7 +85,7 @@ def find_meta(files):
     directories = sorted({os.path.dirname(os.path.abspath(f)) for f in files})
     wanted = {os.path.abspath(f) for f in files}
     for directory in directories:
-        for candidate in sorted(glob.glob(os.path.join(directory, "*_meta.json"))):
+        for candidate in sorted(glob.glob(os.path.join(directory, "*" + META_SUFFIX))):
             try:
                 meta = read_meta(candidate)
             except (OSError, ValueError):
@@ -86,6 +94,84 @@ def find_meta(files):
                       for name, count in meta.get("shards", {}).items() if count is not None}
             if wanted <= shards:
                 return meta
+    return None
+
+
+def check_first_records(files, schema, **dims):
+    """Checks the first record of each file against `schema`: its feature names, kinds and
+    lengths (`dims` resolves the named lengths, e.g. `max_seq_length=128`).
+
+    One record per file, read without TensorFlow ops (a multi-worker strategy must be made
+    before the first one): cheap, and it names the file that tf.data's errors do not for a
+    file that is not TFRecords, is cut short in its first record, or was written with other
+    lengths. A file may be empty, but not all of them.
+
+    Raises:
+        ValueError: naming the file and what is wrong.
+    """
+    lengths = features_lib.feature_lengths(schema, **dims)
+    kinds = {"int64": "int64_list", "float32": "float_list"}
+    empty = 0
+    for path in files:
+        serialized = _first_record(path)
+        if serialized is None:
+            empty += 1
+            continue
+        try:
+            features = tf.train.Example.FromString(serialized).features.feature
+        except message.DecodeError:
+            raise ValueError(f"{path}: its first record is not a tf.train.Example — not "
+                             "pretraining TFRecords") from None
+        for name, spec in schema.items():
+            if name not in features:
+                raise ValueError(f"{path}: its records have no {name!r} feature (they have "
+                                 f"{sorted(features)[:8]}) — not records of this schema")
+            kind = features[name].WhichOneof("kind")
+            if kind != kinds[spec.dtype]:
+                raise ValueError(f"{path}: feature {name!r} is a {kind}, expected a "
+                                 f"{kinds[spec.dtype]}")
+            count = len(getattr(features[name], kind).value)
+            if count != lengths[name]:
+                dim = spec.length
+                why = (f"; the records were written with {dim}={count}: pass that {dim}"
+                       if isinstance(dim, str) else "")
+                named = f" ({dim}={lengths[name]})" if isinstance(dim, str) else ""
+                raise ValueError(f"{path}: feature {name!r} has {count} values, expected "
+                                 f"{lengths[name]}{named}{why}")
+    if files and empty == len(files):
+        raise ValueError(f"{files[0]}{' ...' if len(files) > 1 else ''}: no records in any "
+                         "of the input files")
+
+
+def _first_record(path):
+    """The data of the first record of a TFRecord file, or None for an empty file.
+
+    TFRecord framing: uint64 length, uint32 CRC of the length, data, uint32 CRC of the data
+    (the CRCs are not checked: a wrong length already shows a file that is not TFRecords).
+    """
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        header = f.read(12)
+        if not header:
+            return None
+        length = struct.unpack("<Q", header[:8])[0] if len(header) == 12 else None
+        if length is None or 12 + length + 4 > size:
+            raise ValueError(f"{path}: not a TFRecord file, or cut short: its first record "
+                             f"claims {length if length is not None else '?'} bytes, the file "
+                             f"has {size}")
+        return f.read(length)
+
+
+def find_unreadable(files):
+    """(path, TensorFlow's message) of the first of `files` that cannot be read to its end
+    (a corrupt or cut-short record), or None. Reads every record: for after tf.data raised a
+    DataLossError, which does not name the file."""
+    for path in files:
+        try:
+            tf.data.TFRecordDataset(path).reduce(0, lambda count, _: count + 1)
+        except tf.errors.DataLossError as e:
+            what = re.search(r"(?:truncated|corrupted) record at \d+", e.message)
+            return path, what.group(0) if what else e.message.strip().splitlines()[-1]
     return None
 
 

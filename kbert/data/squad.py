@@ -142,6 +142,9 @@ def parse_squad(data, is_training, version_2_with_negative=False, source=None):
     source = source or "SQuAD data"
     articles = _articles(data, source)
     examples, skipped = [], []
+    # Predictions and scores are keyed by question id: a repeated id would be answered once
+    # and scored as if every copy were there. (Training reads each copy as an example.)
+    first_seen = {}
     for i, article in enumerate(articles):
         where = f"data[{i}]"
         for j, paragraph in enumerate(_field(article, "paragraphs", list, source, where)):
@@ -151,6 +154,9 @@ def parse_squad(data, is_training, version_2_with_negative=False, source=None):
             for k, qa in enumerate(_field(paragraph, "qas", list, source, where)):
                 where = f"data[{i}].paragraphs[{j}].qas[{k}]"
                 _field(qa, "id", (str, int), source, where)
+                if not is_training and first_seen.setdefault(qa["id"], where) != where:
+                    raise ValueError(f"{source}: {where}.id {qa['id']!r} is also the id of "
+                                     f"{first_seen[qa['id']]} — question ids must be unique")
                 _field(qa, "question", str, source, where)
                 for m, answer in enumerate(_field(qa, "answers", list, source, where, [])):
                     _field(answer, "text", str, source, f"{where}.answers[{m}]")

@@ -130,8 +130,8 @@ def _tpu_strategy(tpu):
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
     except Exception as e:
-        raise RuntimeError(f"distribution_strategy=tpu: no TPU reachable at tpu={tpu!r} "
-                           f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from e
+        raise ValueError(f"distribution_strategy=tpu: no TPU reachable at tpu={tpu!r} "
+                         f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from e
 
 
 def _check_tf_config():

@@ -102,7 +102,7 @@ def keep_epoch(best, keep_best_epoch, epochs):
 
 
 class LogRestored(keras.callbacks.Callback):
-    """Logs what `BackupAndRestore` (just before it) restored."""
+    """Logs what `kbert.tasks.backups.Backup` (just before it) restored."""
 
     def on_train_begin(self, logs=None):
         step = distribution.global_step(self.model)

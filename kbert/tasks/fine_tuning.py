@@ -19,21 +19,23 @@ A recipe (`kbert.tasks.glue`, `ner`, `squad`) is a reader, a head and a metric; 
         export_settings.json     what `tools/export_saved_model.py --model=OUTPUT_DIR` needs
         eval_results.txt/.json   `write_eval_results`; predictions beside them
         training_log.csv, logs/  per-epoch scores (CSV and TensorBoard)
-        train_results.json, run_manifest.json; backup/ while training
+        train_results.json, run_manifest.json; backup/ until the outputs are written
 """
 
 import dataclasses
 import os
-import shutil
 import time
 import typing
 
 import keras
 from absl import logging
 
+from kbert import artifacts
 from kbert import io
+from kbert import ranges
 from kbert.checkpoints import tf1
 from kbert.config import BertConfig
+from kbert.tasks import backups
 from kbert.tasks import casing
 from kbert.tasks import distribution
 from kbert.tasks import epoch_callbacks
@@ -74,6 +76,8 @@ class FineTuningConfig:
             metric (else the last epoch). Defaults to True.
         overwrite_output_dir: bool. Start over in an output dir that holds another or a
             finished run. Defaults to False.
+        allow_untrained_head: bool. Evaluate or predict without training from a Google
+            checkpoint that has no head of this task (its head is random). Defaults to False.
         seed: int. Seeds the subset, the shuffle, dropout and the new head. Defaults 12345.
         distribution_strategy: str or `tf.distribute.Strategy`. One of
             `kbert.tasks.distribution.STRATEGIES`. Defaults to "one_device".
@@ -99,54 +103,43 @@ class FineTuningConfig:
     bert_config_file: str | None = None
     do_lower_case: bool = True
     allow_casing_mismatch: bool = False
-    max_seq_length: int = 128
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_epochs: int = 3
-    warmup_proportion: float = 0.1
+    max_seq_length: int = ranges.field(128, ranges.at_least(3))  # [CLS] a piece [SEP]
+    train_batch_size: int = ranges.field(32, ranges.at_least(1))
+    eval_batch_size: int = ranges.field(8, ranges.at_least(1))
+    predict_batch_size: int = ranges.field(8, ranges.at_least(1))
+    learning_rate: float = ranges.field(5e-5, ranges.above(0))
+    num_train_epochs: int = ranges.field(3, ranges.above(0))
+    warmup_proportion: float = ranges.field(0.1, ranges.between(0, 1))
     do_train: bool = False
     do_eval: bool = False
     do_predict: bool = False
     keep_best_epoch: bool = True
     overwrite_output_dir: bool = False
-    seed: int = 12345
+    allow_untrained_head: bool = False
+    seed: int = ranges.field(12345, ranges.SEED)
     distribution_strategy: object = "one_device"
     tpu: str | None = None
     mixed_precision: str = "float32"
     jit_compile: bool = False
     embedding_updates: str = "dense"
-    head_learning_rate_multiplier: float = 1.0
-    layerwise_lr_decay: float | None = None
-    steps_per_execution: int = 1
+    head_learning_rate_multiplier: float = ranges.field(1.0, ranges.above(0))
+    layerwise_lr_decay: float | None = ranges.field(None, ranges.between(0, 1, low_open=True))
+    steps_per_execution: int = ranges.field(1, ranges.at_least(1))
 
     # Keras `fit` counts whole epochs; a recipe that cuts its own steps may take fractions.
     whole_epochs: typing.ClassVar[bool] = True
 
     def __post_init__(self):
+        ranges.check(self)
         distribution.check(self.distribution_strategy, self.mixed_precision)
         if not (self.do_train or self.do_eval or self.do_predict):
             raise ValueError("At least one of do_train, do_eval or do_predict must be set")
-        if self.num_train_epochs <= 0 or self.whole_epochs and (
-                self.num_train_epochs != int(self.num_train_epochs)):
-            raise ValueError(f"num_train_epochs must be a whole number >= 1 (Keras fit counts "
+        if self.whole_epochs and self.num_train_epochs != int(self.num_train_epochs):
+            raise ValueError(f"num_train_epochs must be a whole number (Keras fit counts "
                              f"epochs), got {self.num_train_epochs}")
-        if not 0 <= self.warmup_proportion <= 1:
-            raise ValueError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
-        if self.max_seq_length < 3:
-            raise ValueError(f"max_seq_length must be >= 3, got {self.max_seq_length}")
         if self.embedding_updates not in EMBEDDING_UPDATES:
             raise ValueError(f"embedding_updates must be one of {EMBEDDING_UPDATES}, got "
                              f"{self.embedding_updates!r}")
-        if self.head_learning_rate_multiplier <= 0:
-            raise ValueError(f"head_learning_rate_multiplier must be > 0, got "
-                             f"{self.head_learning_rate_multiplier}")
-        if self.layerwise_lr_decay is not None and not 0 < self.layerwise_lr_decay <= 1:
-            raise ValueError(f"layerwise_lr_decay must be in (0, 1], got "
-                             f"{self.layerwise_lr_decay}")
-        if self.steps_per_execution < 1:
-            raise ValueError(f"steps_per_execution must be >= 1, got {self.steps_per_execution}")
 
     def compile_settings(self):
         """The keyword arguments of `compile_model` this config sets."""
@@ -164,12 +157,15 @@ class FineTuningConfig:
 
 
 def run_with_strategy(config, run):
-    """`run(config, strategy)` in the config's strategy scope and mixed-precision policy.
+    """`run(config, strategy)` in the config's strategy scope and mixed-precision policy,
+    holding the lock of the output dir (`kbert.artifacts.locked`).
 
     The strategy is made first: a multi-worker strategy must exist before TensorFlow runs an op.
     """
     strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
-    with distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
+    # One writer per output dir: a second run into it is refused at once.
+    with artifacts.locked(distribution.worker_output_dir(config.output_dir, strategy)), \
+            distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
         return run(config, strategy)
 
 
@@ -257,6 +253,25 @@ def validate_inputs(config, source, data_files=()):
     os.makedirs(config.output_dir, exist_ok=True)
     if not os.access(config.output_dir, os.W_OK):
         raise PermissionError(f"{config.output_dir}: output_dir is not writable")
+    # The results of a finished run are replaced only by results on the same data.
+    artifacts.check_results_data(config.output_dir, EVAL_RESULTS_FILE + ".json",
+                                 scored_data(data_files), config.overwrite_output_dir)
+
+
+def check_trained_head(config, source, model_class):
+    """Refuses to evaluate or predict, without training, from a Google checkpoint with no
+    `model_class` head (a pretrained release): its head would be random, and so the scores.
+    `allow_untrained_head` lets it through (a baseline)."""
+    if config.do_train or config.allow_untrained_head or source is None or source.is_keras:
+        return
+    head = tf1.find_head(tf1.GoogleCheckpoint.open(source.path, source.bert_config).shapes())
+    if head != keras.saving.get_registered_name(model_class):
+        steps = " and ".join(step for step in ("do_eval", "do_predict") if getattr(config, step))
+        raise ValueError(f"{source.path}: no trained {model_class.__name__} head in this "
+                         f"checkpoint (a pretrained release?), so {steps} would score a random "
+                         "head — add do_train (--do_train), point init_checkpoint at a "
+                         "fine-tuned model, or pass allow_untrained_head "
+                         "(--allow_untrained_head) for a random-head baseline")
 
 
 def check_loaded_model(config, model, source):
@@ -315,11 +330,11 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
                    compile_kwargs=None):
     """Trains `model` for `config.num_train_epochs`, resumably, and records the run.
 
-    Callbacks: `BackupAndRestore` in `output_dir/backup` (an interrupted run restarts at its
-    last finished epoch), and `kbert.tasks.epoch_callbacks`: `training_log.csv`, TensorBoard
-    in `logs/` when tensorboard is installed, and with `dev_scores` the dev scores of every
-    epoch; with `config.keep_best_epoch` the model ends with the weights of the best epoch by
-    them.
+    Callbacks: `kbert.tasks.backups.Backup` in `output_dir/backup` (an interrupted run
+    restarts at its last complete epoch backup), and `kbert.tasks.epoch_callbacks`:
+    `training_log.csv`, TensorBoard in `logs/` when tensorboard is installed, and with
+    `dev_scores` the dev scores of every epoch; with `config.keep_best_epoch` the model ends
+    with the weights of the best epoch by them.
 
     Args:
         model: a compiled-or-not task model (it is compiled here).
@@ -350,10 +365,7 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
         # Then the dev scores, so that BestEpoch and the loggers see them.
         *([dev_scores, best] if best is not None else []),
         # After BestEpoch: a backup of epoch N always comes with the best of epochs 1..N.
-        # Kept at the end (delete_checkpoint=False): the best epoch's weights are in there.
-        # double_checkpoint: a run killed while writing the backup resumes from the one before.
-        keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False,
-                                         double_checkpoint=True),
+        backups.Backup(backup_dir),
         epoch_callbacks.LogRestored(),
         *epoch_callbacks.recording_callbacks(out),
     ]
@@ -372,7 +384,8 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
         result["examples_per_second"] = round(result["examples"] * epochs_run / seconds, 2)
     if best is not None:
         result.update(epoch_callbacks.keep_epoch(best, config.keep_best_epoch, epochs))
-    shutil.rmtree(backup_dir, ignore_errors=True)
+    # backup/ stays until the outputs are written (`run_manifest.finish_training`): a run that
+    # dies writing them (a full disk) resumes from it rather than from the start.
     io.write_json(os.path.join(out, TRAIN_RESULTS_FILE), result)
     logging.info("Training done: %s", epoch_callbacks.brief(result))
     return result
@@ -416,13 +429,11 @@ def save_model(model, path):
             copy = type(model).from_config(model.get_config())
         copy.set_weights(model.get_weights())
         model = copy
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)),
-                       f".tmp-{os.getpid()}-{os.path.basename(path)}")
-    model.save(tmp)
-    os.replace(tmp, path)
+    with io.atomic_files(os.path.dirname(os.path.abspath(path))) as tmp:
+        model.save(os.path.join(tmp, os.path.basename(path)))
 
 
-def write_eval_results(output_dir, results, global_step, flat=None, **extra):
+def write_eval_results(output_dir, results, global_step, flat=None, data_files=(), **extra):
     """Writes eval_results.txt (`split_metric = value` lines) and eval_results.json.
 
     Args:
@@ -431,6 +442,8 @@ def write_eval_results(output_dir, results, global_step, flat=None, **extra):
         global_step: int or None. Training steps of the model scored.
         flat: dict of `split_metric` -> value for the .txt; defaults to every number of
             `results`.
+        data_files: sequence of (name, path) of the run's data: the JSON's "data" records the
+            fingerprints of those scored, which `validate_inputs` compares on a later run.
         **extra: more top-level entries (task, kept epoch, ...), in both files.
     """
     if flat is None:
@@ -441,7 +454,14 @@ def write_eval_results(output_dir, results, global_step, flat=None, **extra):
     with io.atomic_write(os.path.join(output_dir, EVAL_RESULTS_FILE + ".txt")) as f:
         f.writelines(f"{key} = {flat[key]}\n" for key in sorted(flat))
     io.write_json(os.path.join(output_dir, EVAL_RESULTS_FILE + ".json"),
-                {**extra, "global_step": global_step, **results})
+                  {**extra, "global_step": global_step, **results,
+                   "data": scored_data(data_files)})
+
+
+def scored_data(data_files):
+    """{name: fingerprint} of the data files that are scored or predicted (not trained on)."""
+    return {name: artifacts.fingerprint(path) for name, path in data_files
+            if path and not name.startswith("train")}
 
 
 def kept_epoch_summary(train_results):

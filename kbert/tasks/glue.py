@@ -25,6 +25,7 @@ import numpy as np
 from absl import logging
 
 from kbert import io
+from kbert import ranges
 from kbert.data import glue
 from kbert.data import packing
 from kbert.data import pipeline
@@ -79,7 +80,7 @@ class GlueConfig(fine_tuning.FineTuningConfig):
     label_column: str = "label"
     labels: tuple[str, ...] | None = None
     regression: bool = False
-    max_train_examples: int | None = None
+    max_train_examples: int | None = ranges.field(None, ranges.at_least(1))
     skip_bad_rows: bool = False
     pack_examples: bool = False
 
@@ -101,6 +102,9 @@ class GlueConfig(fine_tuning.FineTuningConfig):
             return
         if own:
             raise ValueError(f"{', '.join(own)}: own data files go without task_name")
+        if self.labels is not None or self.regression:
+            raise ValueError(f"{'labels' if self.labels is not None else 'regression'} is for "
+                             f"own data; task {self.task_name} has its own labels")
         if not self.data_dir:
             raise ValueError(f"task {self.task_name} needs data_dir")
         spec = glue.get_task(self.task_name)
@@ -143,7 +147,7 @@ def task_spec(config, settings=None):
         if config.do_train:
             labels = glue.read_classification_file(config.train_file, config.text_a_column,
                                                    config.text_b_column, config.label_column,
-                                                   errors="warn").label_names
+                                                   errors="skip").label_names
         elif settings and settings.get("label_names"):
             labels = tuple(settings["label_names"])
         else:
@@ -175,6 +179,7 @@ def _run_glue(config, strategy):
     settings = fine_tuning.read_export_settings(source.path) if source.is_keras else {}
     spec = task_spec(config, settings)
     fine_tuning.validate_inputs(config, source, config.data_files(spec))
+    fine_tuning.check_trained_head(config, source, BertClassifier)
     data = read_data(config, spec)  # every file parsed before any training
     keras.utils.set_random_seed(config.seed)
     if config.do_train:
@@ -210,7 +215,8 @@ def _run_glue(config, strategy):
                 else distribution.global_step(model))
         fine_tuning.write_eval_results(
             config.output_dir, results["eval"], step,
-            task=spec.name, **fine_tuning.kept_epoch_summary(results.get("train")))
+            task=spec.name, data_files=config.data_files(spec),
+            **fine_tuning.kept_epoch_summary(results.get("train")))
     if config.do_predict:
         results["predict"] = {}
         for split, _, name in spec.test_files:

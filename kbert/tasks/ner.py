@@ -27,6 +27,7 @@ import tensorflow as tf
 from absl import logging
 
 from kbert import io
+from kbert import ranges
 from kbert.data import conll
 from kbert.models.token_classifier import BertTokenClassifier
 from kbert.tasks import distribution
@@ -73,7 +74,7 @@ class NerConfig(fine_tuning.FineTuningConfig):
     data_format: str = "conll"
     tag_scheme: str = "auto"
     use_crf: bool = False
-    max_train_sentences: int | None = None
+    max_train_sentences: int | None = ranges.field(None, ranges.at_least(1))
     document_context: bool = False
     window_stride: int | None = None
     evaluate_every_epoch: bool = True
@@ -186,7 +187,7 @@ def _run_ner(config, strategy):
             flat.update(ner_metrics.flat_scores(scores, f"{split}_"))
         fine_tuning.write_eval_results(
             config.output_dir, results["eval"], distribution.global_step(model), flat=flat,
-            **fine_tuning.kept_epoch_summary(results.get("train")))
+            data_files=config.data_files(), **fine_tuning.kept_epoch_summary(results.get("train")))
     return results
 
 

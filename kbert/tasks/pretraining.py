@@ -3,13 +3,16 @@
 The recipe of Google's run_pretraining.py on Keras parts. The loss is Google's: masked-LM
 cross-entropy averaged over the real predictions (`masked_lm_weights`), plus the next-sentence
 cross-entropy averaged over the batch. Keras callbacks do what the Estimator did:
-`BackupAndRestore` (an interrupted run resumes from its last finished "epoch", i.e. every
-`save_checkpoints_steps` steps) and `ModelCheckpoint` (`pretrainer.keras`).
+`kbert.tasks.backups.Backup` (an interrupted run resumes from its last complete backup, one
+every `save_checkpoints_steps` steps) and `SaveModel` (`pretrainer.keras`). The output dir is
+guarded (`kbert.artifacts`): one run at a time, resumed only by the same run
+(`run_manifest.json`), a finished run replaced only with `overwrite_output_dir`.
 
 Files written to `output_dir`:
     model.ckpt-<steps>.*, bert_config.json, vocab.txt   the final Google checkpoint (Google's
                        modeling.py and `kbert.BertPretrainer.from_google_checkpoint` read it).
-    pretrainer.keras   the Keras model after the latest epoch; `backup/` while training.
+    pretrainer.keras   the Keras model after the latest epoch; `backup/` until the end.
+    run_manifest.json  what identifies the run (settings, fingerprints) and if it finished.
     train_results.json steps, seconds, examples per second and the last epoch's metrics.
     eval_results.txt   Google's "key = value" lines, when an eval input is given.
 
@@ -26,28 +29,44 @@ workers), or of the raw text (one byte range each).
 
 import collections
 import dataclasses
+import importlib.metadata
 import math
 import os
+import shutil
 import time
 
 import keras
+import tensorflow as tf
 from absl import logging
 
+from kbert import artifacts
 from kbert import io
+from kbert import ranges
 from kbert.checkpoints import tf1
 from kbert.config import BertConfig
 from kbert.data import corpus
 from kbert.data import pretraining
 from kbert.data import pretraining_input
 from kbert.data import pretraining_text
+from kbert.data import records
+from kbert.data import text_files
 from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
+from kbert.tasks import backups
 from kbert.tasks import distribution
 from kbert.tasks import optimization
 
 MODEL_FILE = "pretrainer.keras"
+BACKUP_DIR = "backup"
+# Settings that do not change what training does: a restart may change them.
+_NOT_IN_MANIFEST = ("output_dir", "overwrite_output_dir", "eval_input_file", "max_eval_steps",
+                    "eval_batch_size")
+# What a run writes: --overwrite_output_dir removes it; without a manifest, it refuses a run.
+_RUN_FILES = (BACKUP_DIR, MODEL_FILE, "model.ckpt-*", "checkpoint", "train_results.json",
+              "eval_results.txt")
 TFRECORD = "tfrecord"
 INPUT_FORMATS = (TFRECORD, *corpus.INPUT_FORMATS)
+_DATA_RANGES = ranges.of(pretraining.PretrainingDataConfig)  # the raw-text settings' ranges
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +112,8 @@ class PretrainingConfig:
         tpu: str. The TPU for distribution_strategy "tpu". Defaults to None.
         mixed_precision: str. "float32", "mixed_float16" or "mixed_bfloat16". Defaults to
             "float32".
+        overwrite_output_dir: bool. Start over in an output dir that holds another run or a
+            finished one. Defaults to False.
     """
 
     input_file: str
@@ -103,32 +124,33 @@ class PretrainingConfig:
     vocab_file: str | None = None
     input_format: str = TFRECORD
     pair_task: str = "nsp"
-    max_seq_length: int | None = None
-    max_predictions_per_seq: int | None = None
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
+    max_seq_length: int | None = ranges.field(None, _DATA_RANGES["max_seq_length"])
+    max_predictions_per_seq: int | None = ranges.field(
+        None, _DATA_RANGES["max_predictions_per_seq"])
+    masked_lm_prob: float = ranges.field(0.15, _DATA_RANGES["masked_lm_prob"])
+    short_seq_prob: float = ranges.field(0.1, _DATA_RANGES["short_seq_prob"])
     do_whole_word_mask: bool = False
     do_lower_case: bool = True
-    train_batch_size: int = 32
-    learning_rate: float = 5e-5
-    num_train_steps: int = 100000
-    num_warmup_steps: int = 10000
-    save_checkpoints_steps: int = 1000
+    train_batch_size: int = ranges.field(32, ranges.at_least(1))
+    learning_rate: float = ranges.field(5e-5, ranges.above(0))
+    num_train_steps: int = ranges.field(100000, ranges.at_least(1))
+    num_warmup_steps: int = ranges.field(10000, ranges.at_least(0))
+    save_checkpoints_steps: int = ranges.field(1000, ranges.at_least(1))
     eval_input_file: str | None = None
-    max_eval_steps: int = 100
-    eval_batch_size: int = 8
-    seed: int = 12345
+    max_eval_steps: int = ranges.field(100, ranges.at_least(1))
+    eval_batch_size: int = ranges.field(8, ranges.at_least(1))
+    seed: int = ranges.field(12345, ranges.SEED)
     jit_compile: bool = False
     distribution_strategy: object = "one_device"
     tpu: str | None = None
     mixed_precision: str = "float32"
+    overwrite_output_dir: bool = False
 
     def __post_init__(self):
+        ranges.check(self)
         distribution.check(self.distribution_strategy, self.mixed_precision)
         if not self.bert_config_file and not self.init_checkpoint:
             raise ValueError("Give bert_config_file (train from scratch) or init_checkpoint")
-        if self.num_train_steps < 1 or self.save_checkpoints_steps < 1:
-            raise ValueError("num_train_steps and save_checkpoints_steps must be positive")
         if self.input_format not in INPUT_FORMATS:
             raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got "
                              f"{self.input_format!r}")
@@ -247,17 +269,56 @@ def run_pretraining(config):
         (the Google checkpoint prefix) and, with an eval input, "eval".
     """
     resolve_vocab_file(config)  # fail before any work
+    check_inputs(config)
     # First: a multi-worker strategy must exist before TensorFlow runs an op.
     strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
-    with distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
-        return _run_pretraining(config, strategy)
-
-
-def _run_pretraining(config, strategy):
-    keras.utils.set_random_seed(config.seed)
     # Other workers of a multi-worker run write their copies under output_dir/worker_N.
     out = distribution.worker_output_dir(config.output_dir, strategy)
-    os.makedirs(out, exist_ok=True)
+    try:
+        # One writer per output dir: a second run into it is refused at once.
+        with artifacts.locked(out), distribution.mixed_precision_scope(
+                config.mixed_precision), strategy.scope():
+            return _run_pretraining(config, strategy, out)
+    except tf.errors.DataLossError as e:
+        # tf.data does not say which file holds the bad record: find it.
+        found = records.find_unreadable([
+            path for pattern in (config.input_file, config.eval_input_file)
+            if pattern and config.input_format == TFRECORD
+            for path in pretraining_input.record_files(pattern)])
+        if found is None:
+            raise
+        raise ValueError(f"{found[0]}: a damaged or cut-short record ({found[1]}) — "
+                         "rewrite or remove the file") from e
+
+
+def check_inputs(config):
+    """Checks the input and eval input before any work, naming the file at fault: records
+    with the schema and lengths of the run (the first record of each file), or raw text
+    that is text (its first 4 KiB)."""
+    for pattern in (config.input_file, config.eval_input_file):
+        if not pattern:
+            continue
+        if config.input_format == TFRECORD:
+            pretraining_input.check_record_files(pattern, config.max_seq_length,
+                                                 config.max_predictions_per_seq)
+            continue
+        for path in corpus.list_input_files(pattern):
+            text_files.check_text(path, f"input_format={config.input_format!r} reads raw "
+                                  "text (TFRecords need input_format='tfrecord')")
+
+
+def _run_pretraining(config, strategy, out):
+    keras.utils.set_random_seed(config.seed)
+    # The inputs are checked (`check_inputs`): the output dir is claimed, resumed only by the
+    # same run, before the model is built (a refused run ends at once). A run that fails
+    # after this, before its first backup, is taken over by the next one.
+    manifest = manifest_for(config)
+    claim = artifacts.claim(
+        out, manifest, overwrite_output_dir=config.overwrite_output_dir, owned=_RUN_FILES,
+        progress=(BACKUP_DIR,), inputs=[(name, entry["path"]) for name, entry in (
+            ("init_checkpoint", manifest["init_checkpoint"]), ("vocab_file",
+                                                               manifest["vocab_file"]))
+            if entry])
     model, vocab_file = build_pretrainer(config)
     dataset = training_dataset(config, strategy, vocab_file)
     optimizer = optimization.create_optimizer(
@@ -266,9 +327,8 @@ def _run_pretraining(config, strategy):
 
     steps = epoch_steps(config.num_train_steps, config.save_checkpoints_steps)
     callbacks = [
-        # double_checkpoint: a run killed while writing the backup resumes from the one before.
-        keras.callbacks.BackupAndRestore(os.path.join(out, "backup"), double_checkpoint=True),
-        keras.callbacks.ModelCheckpoint(os.path.join(out, MODEL_FILE)),
+        backups.Backup(os.path.join(out, BACKUP_DIR)),
+        backups.SaveModel(os.path.join(out, MODEL_FILE)),
     ]
     start = time.perf_counter()
     history = model.fit(dataset, epochs=config.num_train_steps // steps, steps_per_epoch=steps,
@@ -280,7 +340,9 @@ def _run_pretraining(config, strategy):
         "steps_this_run": trained,
         "seconds": round(seconds, 1),
         "examples_per_second": round(trained * config.train_batch_size / max(seconds, 1e-9), 1),
-        **_named_metrics(model, {k: float(v[-1]) for k, v in history.history.items()}),
+        # No metrics when a resumed run had no step left (it died writing its outputs).
+        **(_named_metrics(model, {k: float(v[-1]) for k, v in history.history.items()})
+           if history.epoch else {}),
     }}
     prefix = os.path.join(out, f"model.ckpt-{config.num_train_steps}")
     tf1.save_google_checkpoint(model, prefix, vocab_file=vocab_file)
@@ -292,7 +354,34 @@ def _run_pretraining(config, strategy):
             for key in sorted(results["eval"]):
                 f.write(f"{key} = {results['eval'][key]}\n")
     io.write_json(os.path.join(out, "train_results.json"), results)
+    claim.finish()
+    shutil.rmtree(os.path.join(out, BACKUP_DIR), ignore_errors=True)  # only now: see above
     return results
+
+
+def manifest_for(config):
+    """What identifies a pretraining run (`kbert.artifacts.claim`): the settings that change
+    what training does, the model's config, and the SHA-256 of checkpoint, vocab and input."""
+    settings = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)
+                if field.name not in _NOT_IN_MANIFEST}
+    settings = {k: v if isinstance(v, (str, int, float, bool, type(None))) else type(v).__name__
+                for k, v in settings.items()}
+    init = None
+    if config.init_checkpoint:
+        checkpoint = tf1.GoogleCheckpoint.open(config.init_checkpoint, config.bert_config_file)
+        bert_config, init = checkpoint.config, artifacts.fingerprint(checkpoint.prefix + ".index")
+    else:
+        bert_config = BertConfig.from_json_file(config.bert_config_file)
+    files = (pretraining_input.record_files(config.input_file) if config.input_format == TFRECORD
+             else corpus.list_input_files(config.input_file))
+    return {
+        "settings": settings,
+        "bert_config": bert_config.to_dict(),
+        "init_checkpoint": init,
+        "vocab_file": artifacts.fingerprint(resolve_vocab_file(config)),
+        "data": {str(i): artifacts.fingerprint(path) for i, path in enumerate(files)},
+        "kbert_version": importlib.metadata.version("kbert-keras"),
+    }
 
 
 def training_dataset(config, strategy, vocab_file):

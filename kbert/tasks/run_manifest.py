@@ -5,14 +5,12 @@ SHA-256 of the checkpoint, vocab and data files, and the kbert version.
 """
 
 import dataclasses
-import hashlib
 import importlib.metadata
 import os
 import shutil
 
-from absl import logging
-
-from kbert import io
+from kbert import artifacts
+from kbert.checkpoints import tf1
 from kbert.tasks import epoch_callbacks
 from kbert.tasks import fine_tuning
 
@@ -22,11 +20,13 @@ _NOT_IN_MANIFEST = ("output_dir", "overwrite_output_dir", "do_eval", "do_predict
                     "allow_casing_mismatch")
 
 
-# What an earlier run leaves that --overwrite_output_dir removes.
+# What an earlier run leaves that --overwrite_output_dir removes; without a manifest, any of
+# them refuses the run.
 _RUN_DIRS = (fine_tuning.BACKUP_DIR, epoch_callbacks.LOG_DIR)
-_RUN_FILES = (fine_tuning.MANIFEST_FILE, fine_tuning.MODEL_FILE, epoch_callbacks.TRAINING_LOG_FILE,
+_RUN_FILES = (fine_tuning.MODEL_FILE, epoch_callbacks.TRAINING_LOG_FILE,
               fine_tuning.TRAIN_RESULTS_FILE, fine_tuning.EVAL_RESULTS_FILE + ".txt",
-              fine_tuning.EVAL_RESULTS_FILE + ".json")
+              fine_tuning.EVAL_RESULTS_FILE + ".json", tf1.RELEASE_PREFIX + ".*",
+              "checkpoint")  # the state file beside bert_model.ckpt
 
 
 def manifest_for(config, source, data_files=()):
@@ -43,71 +43,37 @@ def manifest_for(config, source, data_files=()):
                 for k, v in settings.items()}
     return {
         "settings": settings,
-        "init_checkpoint": source and _fingerprint(source.checkpoint_file),
-        "vocab_file": source and _fingerprint(source.vocab_file),
-        "data": {name: _fingerprint(path) for name, path in data_files if path},
-        "kbert_version": importlib.metadata.version("kbert"),
+        "init_checkpoint": source and artifacts.fingerprint(source.checkpoint_file),
+        "vocab_file": source and artifacts.fingerprint(source.vocab_file),
+        "data": {name: artifacts.fingerprint(path) for name, path in data_files if path},
+        "kbert_version": importlib.metadata.version("kbert-keras"),
     }
 
 
 def begin_training(config, manifest):
     """Makes `output_dir` ready for a training run described by `manifest`.
 
-    Nothing there: the manifest is written. The same run, interrupted: it resumes (its
-    `backup/` is restored by `fit_and_record`). Another run, a finished one, or files of an
-    older kbert without a manifest: ValueError naming what differs, unless
-    `overwrite_output_dir`, which removes them first.
+    `kbert.artifacts.claim`: nothing there, or an earlier run that failed before its first
+    backup: the manifest is written. The same run, interrupted: it resumes (its `backup/` is
+    restored by `fit_and_record`). Another run, a finished one, or files of an older kbert
+    without a manifest: ValueError naming what differs, unless `overwrite_output_dir`, which
+    removes them first. An input in the way (`init_checkpoint` is `output_dir/model.keras`):
+    ValueError, even with `overwrite_output_dir`.
+
+    Args:
+        config: `FineTuningConfig`.
+        manifest: dict, from `manifest_for`; its fingerprints name the inputs.
     """
-    out = config.output_dir
-    path = os.path.join(out, fine_tuning.MANIFEST_FILE)
-    old = io.read_json(path) or None
-    ways_out = (f"pass --overwrite_output_dir to start over in {out}, or choose another "
-                f"--output_dir")
-    if config.overwrite_output_dir:
-        for name in _RUN_DIRS:
-            shutil.rmtree(os.path.join(out, name), ignore_errors=True)
-        for name in _RUN_FILES:
-            if os.path.exists(os.path.join(out, name)):
-                os.remove(os.path.join(out, name))
-        old = None
-    elif old is None:
-        leftovers = [n for n in (fine_tuning.MODEL_FILE, fine_tuning.BACKUP_DIR)
-                     if os.path.exists(os.path.join(out, n))]
-        if leftovers:
-            raise ValueError(f"{out}: holds {', '.join(leftovers)} of a run without "
-                             f"{fine_tuning.MANIFEST_FILE}; {ways_out}")
-    else:
-        recorded = {k: v for k, v in old.items() if k != "finished"}
-        differences = _differences(recorded, manifest)
-        if differences:
-            raise ValueError(f"{path}: {out} holds another run ({'; '.join(differences)}); "
-                             f"{ways_out}")
-        if old.get("finished"):
-            raise ValueError(f"{out}: holds a finished run with these settings; {ways_out}")
-        logging.info("%s: the same run, interrupted: resuming from %s", out, fine_tuning.BACKUP_DIR)
-    io.write_json(path, {**manifest, "finished": False})
+    inputs = [(name, manifest[name]["path"]) for name in ("init_checkpoint", "vocab_file")
+              if manifest.get(name)]
+    inputs += [(name, entry["path"]) for name, entry in manifest["data"].items()]
+    artifacts.claim(config.output_dir, manifest, overwrite_output_dir=config.overwrite_output_dir,
+                    inputs=inputs, owned=_RUN_DIRS + _RUN_FILES,
+                    progress=(fine_tuning.BACKUP_DIR,))
 
 
 def finish_training(config):
-    """Marks the run in `output_dir` finished: a rerun needs `overwrite_output_dir`."""
-    path = os.path.join(config.output_dir, fine_tuning.MANIFEST_FILE)
-    io.write_json(path, {**io.read_json(path), "finished": True})
-
-
-def _differences(old, new, prefix=""):
-    found = []
-    for key in sorted(set(old) | set(new)):
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            found += _differences(a, b, f"{prefix}{key}.")
-        elif a != b:
-            found.append(f"{prefix}{key}: was {a!r}, now {b!r}")
-    return found
-
-
-def _fingerprint(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return {"path": os.path.abspath(path), "sha256": digest.hexdigest()}
+    """Marks the run in `output_dir` finished (a rerun needs `overwrite_output_dir`), then
+    removes its `backup/`: call it once the outputs are written."""
+    artifacts.finish(config.output_dir)
+    shutil.rmtree(os.path.join(config.output_dir, fine_tuning.BACKUP_DIR), ignore_errors=True)

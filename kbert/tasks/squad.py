@@ -2,7 +2,7 @@
 
 `run_squad` is the recipe behind tools/run_squad.py; its parts are usable alone:
 `build_model`, `train` (model.fit on the mean of the start and end cross-entropies, BERT's
-AdamW schedule, `keras.callbacks.BackupAndRestore`), `predict_logits`, and
+AdamW schedule, `kbert.tasks.backups.Backup`), `predict_logits`, and
 `kbert.tasks.squad_postprocess` / `kbert.tasks.squad_metrics` for answers and scores.
 
 Batches are cut to their longest window (rounded up to 16), and training batches are drawn
@@ -30,11 +30,13 @@ import tensorflow as tf
 from absl import logging
 
 from kbert import io
+from kbert import ranges
 from kbert.data import pipeline
 from kbert.data import squad as squad_data
 from kbert.models.encoder import BertEncoder
 from kbert.models.span_labeler import MASKED_LOGIT
 from kbert.models.span_labeler import BertSpanLabeler
+from kbert.tasks import backups
 from kbert.tasks import distribution
 from kbert.tasks import epoch_callbacks
 from kbert.tasks import fine_tuning
@@ -99,13 +101,15 @@ def training_batches(features, batch_size, seed=0, start_step=0, group_by_length
 def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
           learning_rate=5e-5, warmup_proportion=0.1, save_checkpoints_steps=1000, seed=12345,
           group_by_length=True, log_every_steps=50, callbacks=(), verbose=2, run_eagerly=False,
-          jit_compile=False, dev_scores=None, keep_best_epoch=True, **compile_settings):
+          jit_compile=False, dev_scores=None, keep_best_epoch=True, keep_backup=False,
+          **compile_settings):
     """Fine-tunes `model` with `model.fit`; resumes from `output_dir/backup` if it is there.
 
     Steps are `int(len(features) // batch_size * num_train_epochs)`, rounded up so that
     they split into equal parts of at most `save_checkpoints_steps`; each part is one Keras
-    "epoch", after which `BackupAndRestore` saves weights, optimizer state and position. A
-    rerun with the same arguments restores them and continues with the same batches.
+    "epoch", after which `kbert.tasks.backups.Backup` saves weights, optimizer state and
+    position. A rerun with the same arguments restores them and continues with the same
+    batches.
 
     With `dev_scores`, the parts are cut so that every epoch ends with one (an epoch is then
     `len(features) // batch_size` steps rounded up to whole parts); the dev set is scored
@@ -132,6 +136,8 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
         dev_scores: `kbert.tasks.epoch_callbacks.DevScores` or None. Scores the dev set.
         keep_best_epoch: bool. With `dev_scores`, end with the best epoch's weights.
             Defaults to True.
+        keep_backup: bool. Leave `backup/` for the caller to remove once the model is
+            saved (`run_squad`: a run that dies saving it resumes). Defaults to False.
         **compile_settings: more `kbert.tasks.fine_tuning.compile_model` settings
             (embedding_updates, head_learning_rate_multiplier, layerwise_lr_decay,
             steps_per_execution).
@@ -154,12 +160,9 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
                               warmup_proportion=warmup_proportion, jit_compile=jit_compile,
                               run_eagerly=run_eagerly, **compile_settings)
     backup_dir = os.path.join(output_dir, BACKUP_DIR)
-    # Kept at the end (deleted below): the best epoch's weights are in there too.
-    # double_checkpoint: a run killed while writing the backup resumes from the one before.
-    backup = keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False,
-                                             double_checkpoint=True)
+    backup = backups.Backup(backup_dir)
     backup.set_model(model)
-    backup.on_train_begin()  # restore now, so the data stream can start where it stopped
+    backup.restore()  # now, so that the data stream can start where it stopped
     start = distribution.global_step(model)
     if start:
         logging.info("resuming at step %d of %d from %s", start, total, backup.backup_dir)
@@ -191,7 +194,8 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
     if best is not None:
         result.update(epoch_callbacks.keep_epoch(best, keep_best_epoch,
                                              math.ceil(parts / parts_per_epoch)))
-    shutil.rmtree(backup_dir, ignore_errors=True)
+    if not keep_backup:
+        shutil.rmtree(backup_dir, ignore_errors=True)
     return result
 
 
@@ -278,13 +282,13 @@ class SquadConfig(fine_tuning.FineTuningConfig):
 
     train_file: str | None = None
     predict_file: str | None = None
-    doc_stride: int = 128
-    max_query_length: int = 64
-    max_answer_length: int = 30
-    n_best_size: int = 20
+    doc_stride: int = ranges.field(128, ranges.at_least(1))
+    max_query_length: int = ranges.field(64, ranges.at_least(1))
+    max_answer_length: int = ranges.field(30, ranges.at_least(1))
+    n_best_size: int = ranges.field(20, ranges.at_least(1))
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
-    save_checkpoints_steps: int = 1000
+    save_checkpoints_steps: int = ranges.field(1000, ranges.at_least(1))
     max_seq_length: int = 384
     num_train_epochs: float = 3.0
 
@@ -334,6 +338,7 @@ def _run_squad(config, strategy):
     if vocab_file is None:
         raise ValueError("pass vocab_file (a model from scratch has no vocab beside it)")
     fine_tuning.validate_inputs(config, source, config.data_files())
+    fine_tuning.check_trained_head(config, source, BertSpanLabeler)
     # Both files parsed before any training.
     train_examples = squad_data.read_squad_examples(
         config.train_file, True, config.version_2_with_negative) if config.do_train else None
@@ -402,7 +407,7 @@ def _run_squad(config, strategy):
             model, features, output_dir, batch_size=config.train_batch_size,
             num_train_epochs=config.num_train_epochs,
             save_checkpoints_steps=config.save_checkpoints_steps, seed=config.seed,
-            dev_scores=dev_scores, keep_best_epoch=config.keep_best_epoch,
+            dev_scores=dev_scores, keep_best_epoch=config.keep_best_epoch, keep_backup=True,
             **config.compile_settings())
         results["train"].update(examples=len(examples), windows=len(features))
         fine_tuning.write_outputs(output_dir, model, vocab_file, {
@@ -425,5 +430,6 @@ def _run_squad(config, strategy):
             # Top-level keys, as the official evaluation script prints them.
             fine_tuning.write_eval_results(
                 output_dir, {}, distribution.global_step(model), **results["eval"],
+                data_files=config.data_files(),
                 **fine_tuning.kept_epoch_summary(results.get("train")))
     return results

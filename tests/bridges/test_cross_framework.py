@@ -157,4 +157,4 @@ def test_reads_a_preset_that_keras_hub_saved(tmp_path):
     kbert.convert(str(tmp_path / "preset"), str(tmp_path / "google"))
     assert sorted(os.listdir(tmp_path / "google")) == [
         "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
-        "checkpoint", "vocab.txt"]
+        "checkpoint", "run_manifest.json", "vocab.txt"]

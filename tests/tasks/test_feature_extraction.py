@@ -11,8 +11,9 @@ import pytest
 import kbert
 from kbert.tasks import feature_extraction
 from tests.conftest import TINY_CONFIG
-from tests.limits import SUBPROCESS_TIMEOUT
 from tests.oracle import google_bert
+from tests.tools.runner import run_tool
+from tests.tools.runner import run_tool_in_subprocess
 
 # 31 entries: the tiny config's vocab_size.
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog",
@@ -102,20 +103,18 @@ def test_bad_arguments(release):
 
 
 def test_tool_writes_npy_and_jsonl(release, tmp_path):
-    tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "extract_features.py")
-    common = [sys.executable, tool, f"--input_file={release / 'input.txt'}",
+    common = ["extract_features.py", f"--input_file={release / 'input.txt'}",
               f"--init_checkpoint={release}", f"--max_seq_length={SEQ}"]
-    result = subprocess.run(common + [f"--output_file={tmp_path / 'v.npy'}", "--pooling=mean"],
-                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    # The real entry point once, in a fresh process; then in-process.
+    result = run_tool_in_subprocess(*common, f"--output_file={tmp_path / 'v.npy'}",
+                                    "--pooling=mean")
     assert result.returncode == 0, result.stderr
     vectors = np.load(tmp_path / "v.npy")
     assert vectors.shape == (len(LINES), 12) and np.isfinite(vectors).all()
-    result = subprocess.run(common + [f"--output_file={tmp_path / 'f.jsonl'}", "--layers=-1"],
-                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    result = run_tool(*common, f"--output_file={tmp_path / 'f.jsonl'}", "--layers=-1")
     assert result.returncode == 0, result.stderr
     assert len((tmp_path / "f.jsonl").read_text().splitlines()) == len(LINES)
-    result = subprocess.run(common + [f"--output_file={tmp_path / 'x.npy'}"],
-                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    result = run_tool(*common, f"--output_file={tmp_path / 'x.npy'}")
     assert result.returncode != 0 and "must end in .jsonl" in result.stderr
 
 

@@ -35,7 +35,7 @@ def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
     out = tmp_path / "mrpc"
     run = config("MRPC", "MRPC", out, init_checkpoint=tiny_google_dir, num_train_epochs=2,
                  do_train=True, do_eval=True, do_predict=True, keep_best_epoch=False)
-    # Interrupted after epoch 1 (BackupAndRestore runs before the interrupting callback) ...
+    # Interrupted after epoch 1 (the backup is written before the interrupting callback) ...
     monkeypatch.setattr(keras.callbacks, "TensorBoard", lambda *a, **k: Interrupt())
     with pytest.raises(KeyboardInterrupt):
         glue.run_glue(run)
@@ -86,8 +86,8 @@ def test_a_backup_torn_by_a_kill_resumes_from_the_one_before(tiny_google_dir, tm
     with pytest.raises(KeyboardInterrupt):
         glue.run_glue(run)
     monkeypatch.undo()
-    # A kill while epoch 2's backup was written leaves a half file.
-    latest = out / "backup" / "latest.weights.h5"
+    # Epoch 2's backup torn (backups are renamed into place when complete: by a disk fault).
+    latest = out / "backup" / "epoch-000002" / "model.weights.h5"
     latest.write_bytes(latest.read_bytes()[:1000])
     train = glue.run_glue(run)["train"]
     assert train["epochs_this_run"] == 2  # epoch 1's backup, then epochs 2 and 3
@@ -96,13 +96,15 @@ def test_a_backup_torn_by_a_kill_resumes_from_the_one_before(tiny_google_dir, tm
 
 def test_regression_and_two_dev_sets_without_training(tiny_google_dir, tmp_path):
     stsb = glue.run_glue(config("STS-B", "STS-B", tmp_path / "stsb", do_eval=True,
-                                do_predict=True, init_checkpoint=tiny_google_dir))
+                                do_predict=True, init_checkpoint=tiny_google_dir,
+                                allow_untrained_head=True))
     assert set(stsb["eval"]["dev"]) == {"pearson", "spearman", "correlation", "loss", "examples"}
     rows = (tmp_path / "stsb" / "STS-B.tsv").read_text().splitlines()
     assert len(rows) == 2 and rows[1].split("\t")[1].replace("-", "").replace(".", "").isdigit()
     assert len(rows[1].split("\t")[1].split(".")[1]) == 3
     mnli = glue.run_glue(config("MNLI", "MNLI", tmp_path / "mnli", do_eval=True,
-                                do_predict=True, init_checkpoint=tiny_google_dir))
+                                do_predict=True, init_checkpoint=tiny_google_dir,
+                                allow_untrained_head=True))
     assert sorted(mnli["eval"]) == ["dev_matched", "dev_mismatched"]
     assert sorted(mnli["predict"]) == ["MNLI-m", "MNLI-mm"]
     text = (tmp_path / "mnli" / "eval_results.txt").read_text()

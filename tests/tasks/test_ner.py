@@ -38,7 +38,7 @@ def test_train_resume_evaluate_predict(tiny_google_dir, tmp_path, monkeypatch):
     out = tmp_path / "ner"
     run = config(out, init_checkpoint=tiny_google_dir, num_train_epochs=2, do_train=True,
                  do_eval=True, do_predict=True, keep_best_epoch=False)
-    # Interrupted after epoch 1 (BackupAndRestore runs before the interrupting callback) ...
+    # Interrupted after epoch 1 (the backup is written before the interrupting callback) ...
     monkeypatch.setattr(keras.callbacks, "TensorBoard", lambda *a, **k: Interrupt())
     with pytest.raises(KeyboardInterrupt):
         ner.run_ner(run)

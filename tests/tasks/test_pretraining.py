@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import kbert
 from kbert import data
+from kbert.tasks import backups
 from kbert.tasks import pretraining
 
 WIKI_SAMPLE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "enwiki_wiki_29_head.txt")
@@ -52,7 +53,7 @@ def test_epoch_steps():
     assert pretraining.epoch_steps(7, 1000) == 7
 
 
-class _StopAfterFirstEpoch(keras.callbacks.ModelCheckpoint):
+class _StopAfterFirstEpoch(backups.SaveModel):
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, logs)
         raise KeyboardInterrupt("simulated preemption")
@@ -66,7 +67,7 @@ def test_run_pretraining_resumes_and_saves_a_google_checkpoint(records, tmp_path
         vocab_file=vocab, train_batch_size=8, learning_rate=5e-2, num_train_steps=12,
         num_warmup_steps=0, save_checkpoints_steps=6, eval_input_file=pattern,
         max_eval_steps=4, seed=0)
-    monkeypatch.setattr(keras.callbacks, "ModelCheckpoint", _StopAfterFirstEpoch)
+    monkeypatch.setattr(backups, "SaveModel", _StopAfterFirstEpoch)
     with pytest.raises(KeyboardInterrupt):
         pretraining.run_pretraining(config)
     monkeypatch.undo()
@@ -89,7 +90,8 @@ def test_run_pretraining_resumes_and_saves_a_google_checkpoint(records, tmp_path
         "model.ckpt-12")
     assert sorted(os.listdir(tmp_path)) == [
         "bert_config.json", "checkpoint", "eval_results.txt", "model.ckpt-12.data-00000-of-00001",
-        "model.ckpt-12.index", "pretrainer.keras", "train_results.json", "vocab.txt"]
+        "model.ckpt-12.index", "pretrainer.keras", "run_manifest.json", "train_results.json",
+        "vocab.txt"]
 
     trained = keras.saving.load_model(tmp_path / "pretrainer.keras")
     reloaded = kbert.BertPretrainer.from_google_checkpoint(str(tmp_path / "model.ckpt-12"))

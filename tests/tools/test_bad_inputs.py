@@ -6,19 +6,11 @@ import subprocess
 import sys
 
 from tests.data.test_squad import SPECIAL
-from tests.limits import SUBPROCESS_TIMEOUT
 from tests.tasks.test_squad import WORDS
 from tests.tasks.test_squad import _data
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-TOOLS = os.path.join(ROOT, "tools")
-# The tools import this checkout's kbert, not another one installed in the environment.
-ENV = dict(os.environ, PYTHONPATH=ROOT)
-
-
-def run(tool, *args):
-    return subprocess.run([sys.executable, os.path.join(TOOLS, tool), *args],
-                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT, env=ENV)
+from tests.tools.runner import ROOT
+from tests.tools.runner import run_tool as run
+from tests.tools.runner import subprocess_env
 
 
 def one_error_line(result):
@@ -81,7 +73,7 @@ def test_killed_pretraining_data_run_leaves_no_partial_shard(tmp_path):
         [sys.executable, "-c", "import os, sys\nfrom kbert import io\n"
          "with io.atomic_files(sys.argv[1]) as tmp:\n"
          "    open(os.path.join(tmp, 'train.tfrecord-00000-of-00001'), 'w').write('partial')\n"
-         "    os._exit(9)\n", str(tmp_path)], env=ENV)
+         "    os._exit(9)\n", str(tmp_path)], env=subprocess_env())
     assert killed.returncode == 9
     leftovers = [n for n in os.listdir(tmp_path) if n.startswith(".kbert-tmp-")]
     assert len(leftovers) == 1
@@ -103,7 +95,8 @@ def test_glue_bad_dev_row_stops_or_is_skipped_with_the_flag(tiny_google_dir, tmp
     lines.insert(3, "1\tonly three\tcolumns")
     (data / "dev.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     args = ["--task_name=MRPC", f"--data_dir={data}", f"--init_checkpoint={tiny_google_dir}",
-            "--do_eval", "--max_seq_length=16", f"--output_dir={tmp_path}/out"]
+            "--do_eval", "--allow_untrained_head", "--max_seq_length=16",
+            f"--output_dir={tmp_path}/out"]
     line = one_error_line(run("run_classifier.py", *args))
     assert line.startswith(f"error: {data / 'dev.tsv'}:4: ") and "--skip_bad_rows" in line
     result = run("run_classifier.py", *args, "--skip_bad_rows")

@@ -6,17 +6,14 @@ import glob
 import importlib
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
-from tests.limits import SUBPROCESS_TIMEOUT
+from tests.tools.runner import TOOLS
+from tests.tools.runner import run_tool
+from tests.tools.runner import run_tool_in_subprocess
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-TOOLS = os.path.join(ROOT, "tools")
-# The tools import this checkout's kbert, not another one installed in the environment.
-ENV = dict(os.environ, PYTHONPATH=ROOT)
 CONLL = os.path.join(os.path.dirname(__file__), "..", "fixtures", "conll")
 # What a noisy start looks like: absl/glog-style W/E/F lines (`W1124 14:25:18.63 ...`,
 # `E0000 00:00:...`), TensorFlow's start-up notices, Python warnings and tracebacks.
@@ -24,14 +21,10 @@ NOISE = re.compile(r"^[WEF]\d{4} |^WARNING|^ERROR|InitializeLog|oneDNN|cpu_featu
                    r"cuInit|cuda|Warning:|retracing|Traceback", re.MULTILINE)
 
 
-def run(tool, *args, env=None):
-    return subprocess.run([sys.executable, os.path.join(TOOLS, tool), *args],
-                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
-                          env=dict(ENV, **(env or {})))
-
-
+# The quiet-start tests run the tools in fresh processes: TensorFlow's C++ start-up lines go
+# to file descriptor 2, which only a real process start shows.
 def test_demo_is_quiet(tmp_path):
-    result = run("demo.py", f"--output_dir={tmp_path}")
+    result = run_tool_in_subprocess("demo.py", f"--output_dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "cosine similarity" in result.stdout
     assert not NOISE.findall(result.stdout + result.stderr), result.stderr
@@ -43,7 +36,7 @@ def test_recipe_is_quiet_and_verbosity_shows_everything(tiny_google_dir, tmp_pat
             f"--test_file={CONLL}/train.txt", f"--init_checkpoint={tiny_google_dir}",
             "--do_train", "--do_eval", "--do_predict",
             "--max_seq_length=16", "--train_batch_size=8", "--num_train_epochs=1"]
-    result = run("run_ner.py", *args, f"--output_dir={tmp_path}/quiet")
+    result = run_tool_in_subprocess("run_ner.py", *args, f"--output_dir={tmp_path}/quiet")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "dev: entity F1" in result.stderr
     # Every progress line says what it is: no bare "1/1 - 0s - 216ms/batch".
@@ -51,7 +44,7 @@ def test_recipe_is_quiet_and_verbosity_shows_everything(tiny_google_dir, tmp_pat
     assert re.search(r"^predicting \d+ windows: \d+/\d+ - ", result.stdout, re.MULTILINE)
     assert not NOISE.findall(result.stdout + result.stderr), result.stdout + result.stderr
     # A bad flag value fails the same way with the start-up lines shown.
-    result = run("run_ner.py", *args, "--data_format=tsv", "--verbosity=1",
+    result = run_tool_in_subprocess("run_ner.py", *args, "--data_format=tsv", "--verbosity=1",
                  f"--output_dir={tmp_path}/loud")
     assert result.returncode == 2
     assert "InitializeLog" in result.stderr or "I0000" in result.stderr
@@ -59,7 +52,7 @@ def test_recipe_is_quiet_and_verbosity_shows_everything(tiny_google_dir, tmp_pat
 
 def test_help_exits_zero_with_the_example_intact():
     for tool in ("run_classifier.py", "run_ner.py"):
-        result = run(tool, "--help")
+        result = run_tool(tool, "--help")
         assert result.returncode == 0, result.stderr[-2000:]
         lines = result.stdout.splitlines()
         example = [i for i, line in enumerate(lines) if line.lstrip().startswith("python tools/")]
@@ -83,19 +76,19 @@ def test_every_tool_docstring_keeps_its_line_breaks(path):
 
 
 def test_usage_error_shows_only_that_flags_help(tmp_path):
-    result = run("run_ner.py", f"--output_dir={tmp_path}", "--do_eval", "--data_format=tsv")
+    result = run_tool("run_ner.py", f"--output_dir={tmp_path}", "--do_eval", "--data_format=tsv")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines[0] == "error: flag --data_format=tsv: value should be one of <conll|two_column>"
     assert lines[1].startswith("  --data_format: <conll|two_column>")
     assert "--train_file:" not in result.stderr and "Traceback" not in result.stderr
 
-    result = run("run_ner.py", f"--output_dir={tmp_path}", "--do_eval")
+    result = run_tool("run_ner.py", f"--output_dir={tmp_path}", "--do_eval")
     assert result.returncode == 2
     assert result.stderr.startswith("error: do_eval needs dev_file\n")
     assert "  --dev_file: Dev data" in result.stderr and "--test_file:" not in result.stderr
 
-    result = run("run_ner.py", "--do_eval", "--dev_fil=x")
+    result = run_tool("run_ner.py", "--do_eval", "--dev_fil=x")
     assert result.returncode == 2 and "dev_fil" in result.stderr.splitlines()[0]
 
 
@@ -103,18 +96,18 @@ def test_bad_input_is_one_line_and_the_traceback_needs_verbosity(tmp_path):
     missing = tmp_path / "no_such_release"
     args = [f"--dev_file={CONLL}/dev.txt", f"--init_checkpoint={missing}", "--do_eval",
             f"--output_dir={tmp_path}/out"]
-    result = run("run_ner.py", *args)
+    result = run_tool("run_ner.py", *args)
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and str(missing) in lines[0]
-    result = run("run_ner.py", *args, env={"KBERT_VERBOSE": "1"})
+    result = run_tool("run_ner.py", *args, env={"KBERT_VERBOSE": "1"})
     assert result.returncode == 2 and "Traceback" in result.stderr
     assert result.stderr.strip().splitlines()[-1] == lines[0]
 
 
 def test_output_dir_under_a_file(tiny_google_dir, tmp_path):
     (tmp_path / "a_file").write_text("keep me")
-    result = run("run_ner.py", f"--train_file={CONLL}/train.txt",
+    result = run_tool("run_ner.py", f"--train_file={CONLL}/train.txt",
                  f"--init_checkpoint={tiny_google_dir}", "--do_train",
                  "--max_seq_length=16", f"--output_dir={tmp_path}/a_file/out")
     assert result.returncode == 2, result.stderr[-2000:]

@@ -1,26 +1,24 @@
+import functools
 import os
-import subprocess
-import sys
 
 import numpy as np
 import tensorflow as tf
 
-from tests.limits import SUBPROCESS_TIMEOUT
+from tests.tools.runner import run_tool
+from tests.tools.runner import run_tool_in_subprocess
 
-TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "convert_checkpoint.py")
-
-
-def run(*args):
-    result = subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                            timeout=SUBPROCESS_TIMEOUT)
-    return result
+run = functools.partial(run_tool, "convert_checkpoint.py")
 
 
 def test_converts_both_ways(minilm_dir, tmp_path):
     google, hf = str(tmp_path / "google"), str(tmp_path / "hf")
-    assert run(f"--input_dir={minilm_dir}", f"--output_dir={google}").returncode == 0
+    # The real entry point, in a fresh process; the other runs are in-process.
+    result = run_tool_in_subprocess("convert_checkpoint.py", f"--input_dir={minilm_dir}",
+                                    f"--output_dir={google}")
+    assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(os.listdir(google)) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
-                                          "bert_model.ckpt.index", "checkpoint", "vocab.txt"]
+                                          "bert_model.ckpt.index", "checkpoint",
+                                          "run_manifest.json", "vocab.txt"]
     result = run(f"--input={google}", f"--output_dir={hf}", "--to=huggingface")
     assert result.returncode == 0, result.stderr
     from safetensors.numpy import load_file

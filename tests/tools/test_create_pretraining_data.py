@@ -1,17 +1,12 @@
+import functools
 import json
 import os
-import subprocess
-import sys
 
-from tests.limits import SUBPROCESS_TIMEOUT
+from tests.tools.runner import run_tool
+from tests.tools.runner import run_tool_in_subprocess
 
-TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "create_pretraining_data.py")
 WIKI_SAMPLE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "enwiki_wiki_29_head.txt")
-
-
-def run(*args):
-    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                          timeout=SUBPROCESS_TIMEOUT)
+run = functools.partial(run_tool, "create_pretraining_data.py")
 
 
 def test_writes_shards_then_skips_them(tmp_path):
@@ -21,7 +16,8 @@ def test_writes_shards_then_skips_them(tmp_path):
     args = [f"--input_file={WIKI_SAMPLE}", "--input_format=wikiextractor",
             f"--output_file={tmp_path}/train.tfrecord", "--num_shards=2", f"--vocab_file={vocab}",
             "--dupe_factor=1", "--max_seq_length=64", "--max_predictions_per_seq=10"]
-    result = run(*args)
+    # The real entry point, in a fresh process; the other runs are in-process.
+    result = run_tool_in_subprocess("create_pretraining_data.py", *args)
     assert result.returncode == 0, result.stderr
     assert sorted(os.listdir(tmp_path)) == ["train.tfrecord-00000-of-00002",
                                             "train.tfrecord-00001-of-00002",

@@ -1,22 +1,17 @@
-"""Smoke run of tools/run_ner.py on the CoNLL fixtures with a tiny Google checkpoint."""
+"""tools/run_ner.py on the CoNLL fixtures with a tiny Google checkpoint."""
 
+import functools
 import json
 import os
-import subprocess
-import sys
 
 import tensorflow as tf
 
-from tests.limits import SUBPROCESS_TIMEOUT
+from tests.tools.runner import run_tool
 from tests.tools.test_run_classifier import export
 
-TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "run_ner.py")
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "conll")
-
-
-def run(*args):
-    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                          timeout=SUBPROCESS_TIMEOUT)
+# In-process; the fresh-process run of this tool is tests/tools/test_cli.py's quiet-start test.
+run = functools.partial(run_tool, "run_ner.py")
 
 
 def test_train_eval_predict_with_crf(tiny_google_dir, tmp_path):

@@ -1,17 +1,17 @@
+import functools
 import json
 import math
 import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
 import kbert
 from kbert import data
-from tests.limits import SUBPROCESS_TIMEOUT
+from tests.tools.runner import run_tool
+from tests.tools.runner import run_tool_in_subprocess
 
-TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "run_pretraining.py")
+run = functools.partial(run_tool, "run_pretraining.py")
 WIKI_SAMPLE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "enwiki_wiki_29_head.txt")
 
 
@@ -29,12 +29,12 @@ def test_pretrains_from_a_config_and_writes_a_google_checkpoint(tmp_path):
     config.write_text(kbert.BertConfig(
         vocab_size=30522, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=12, max_position_embeddings=32).to_json_string())
-    result = subprocess.run(
-        [sys.executable, TOOL, f"--input_file={tmp_path}/data/train.tfrecord",
-         f"--output_dir={tmp_path}/out", f"--bert_config_file={config}",
-         f"--vocab_file={vocab}", "--train_batch_size=4", "--num_train_steps=2",
-         "--num_warmup_steps=1", "--save_checkpoints_steps=1"],
-        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    # The real entry point, in a fresh process; the other tests run the tool in-process.
+    result = run_tool_in_subprocess(
+        "run_pretraining.py", f"--input_file={tmp_path}/data/train.tfrecord",
+        f"--output_dir={tmp_path}/out", f"--bert_config_file={config}",
+        f"--vocab_file={vocab}", "--train_batch_size=4", "--num_train_steps=2",
+        "--num_warmup_steps=1", "--save_checkpoints_steps=1")
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads((tmp_path / "out" / "train_results.json").read_text())
     assert results["train"]["global_step"] == 2
@@ -55,23 +55,14 @@ def test_mirrored_with_xla(tmp_path):
     config.write_text(kbert.BertConfig(
         vocab_size=30522, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=12, max_position_embeddings=32).to_json_string())
-    result = subprocess.run(
-        [sys.executable, TOOL, f"--input_file={tmp_path}/train.tfrecord",
-         f"--output_dir={tmp_path}/out", f"--bert_config_file={config}",
-         f"--vocab_file={vocab}", "--train_batch_size=4", "--num_train_steps=2",
-         "--num_warmup_steps=1", "--distribution_strategy=mirrored", "--jit_compile",
-         "--mixed_precision=mixed_bfloat16"],
-        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    result = run(f"--input_file={tmp_path}/train.tfrecord", f"--output_dir={tmp_path}/out",
+                 f"--bert_config_file={config}", f"--vocab_file={vocab}",
+                 "--train_batch_size=4", "--num_train_steps=2", "--num_warmup_steps=1",
+                 "--distribution_strategy=mirrored", "--jit_compile",
+                 "--mixed_precision=mixed_bfloat16")
     assert result.returncode == 0, result.stderr[-3000:]
     train = json.loads((tmp_path / "out" / "train_results.json").read_text())["train"]
     assert train["global_step"] == 2 and math.isfinite(train["loss"])
-
-
-def run_tool(*flags):
-    # This checkout's kbert, not whichever one the environment has installed.
-    root = os.path.join(os.path.dirname(__file__), "..", "..")
-    return subprocess.run([sys.executable, TOOL, *flags], capture_output=True, text=True,
-                          timeout=SUBPROCESS_TIMEOUT, env=dict(os.environ, PYTHONPATH=root))
 
 
 TEXT_FLAGS = (f"--input_file={WIKI_SAMPLE}", "--input_format=wikiextractor",
@@ -82,13 +73,13 @@ TEXT_FLAGS = (f"--input_file={WIKI_SAMPLE}", "--input_format=wikiextractor",
 @pytest.mark.slow
 def test_continues_from_raw_text_on_a_release_without_heads(tiny_google_dir, tmp_path):
     # The release has an encoder only: the strict default fails and names the option.
-    failed = run_tool(*TEXT_FLAGS, f"--init_checkpoint={tiny_google_dir}",
-                      f"--output_dir={tmp_path}/strict")
+    failed = run(*TEXT_FLAGS, f"--init_checkpoint={tiny_google_dir}",
+                 f"--output_dir={tmp_path}/strict")
     assert failed.returncode != 0
     assert "cls/predictions/output_bias" in failed.stderr
     assert "--init_heads=fresh" in failed.stderr
 
-    result = run_tool(*TEXT_FLAGS, f"--init_checkpoint={tiny_google_dir}", "--init_heads=fresh",
+    result = run(*TEXT_FLAGS, f"--init_checkpoint={tiny_google_dir}", "--init_heads=fresh",
                       "--pair_task=sop", "--do_whole_word_mask", f"--output_dir={tmp_path}/out")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "heads initialized fresh" in result.stderr
@@ -103,7 +94,7 @@ def test_continues_from_raw_text_on_a_release_without_heads(tiny_google_dir, tmp
 @pytest.mark.slow
 def test_masked_lm_only_from_raw_text(tmp_path, tiny_google_dir):
     config = os.path.join(tiny_google_dir, "bert_config.json")  # vocab.txt lies beside it
-    result = run_tool(*TEXT_FLAGS, f"--bert_config_file={config}", "--pair_task=none",
+    result = run(*TEXT_FLAGS, f"--bert_config_file={config}", "--pair_task=none",
                       f"--output_dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
     train = json.loads((tmp_path / "train_results.json").read_text())["train"]
@@ -119,7 +110,7 @@ def test_fails_before_training_without_a_vocab(tmp_path, tiny_google_dir):
     for name in os.listdir(tiny_google_dir):
         if name != "vocab.txt":
             (release / name).write_bytes(pathlib.Path(tiny_google_dir, name).read_bytes())
-    result = run_tool(*TEXT_FLAGS, f"--init_checkpoint={release}", "--init_heads=fresh",
+    result = run(*TEXT_FLAGS, f"--init_checkpoint={release}", "--init_heads=fresh",
                       f"--output_dir={tmp_path}/out")
     assert result.returncode != 0
     assert f"{release}/vocab.txt" in result.stderr and "--vocab_file" in result.stderr

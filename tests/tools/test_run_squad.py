@@ -1,22 +1,17 @@
+import functools
 import json
 import os
-import subprocess
-import sys
 
 import tensorflow as tf
 
 from tests.data.test_squad import SPECIAL
-from tests.limits import SUBPROCESS_TIMEOUT
 from tests.tasks.test_squad import WORDS
 from tests.tasks.test_squad import _data
+from tests.tools.runner import run_tool
+from tests.tools.runner import run_tool_in_subprocess
 from tests.tools.test_run_classifier import export
 
-TOOL = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "run_squad.py")
-
-
-def run(*args):
-    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
-                          timeout=SUBPROCESS_TIMEOUT)
+run = functools.partial(run_tool, "run_squad.py")
 
 
 def test_trains_predicts_and_evaluates(tmp_path):
@@ -30,11 +25,13 @@ def test_trains_predicts_and_evaluates(tmp_path):
     with open(data, "w", encoding="utf-8") as f:
         json.dump(_data(), f)
     out = tmp_path / "out"
-    result = run("--do_train", "--do_predict", f"--train_file={data}",
-                 f"--predict_file={data}", f"--vocab_file={tmp_path / 'vocab.txt'}",
-                 f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--output_dir={out}",
-                 "--max_seq_length=40", "--doc_stride=12", "--max_query_length=8",
-                 "--train_batch_size=4", "--num_train_epochs=1", "--learning_rate=1e-3")
+    # The real entry point, in a fresh process; the other tests run the tool in-process.
+    result = run_tool_in_subprocess(
+        "run_squad.py", "--do_train", "--do_predict", f"--train_file={data}",
+        f"--predict_file={data}", f"--vocab_file={tmp_path / 'vocab.txt'}",
+        f"--bert_config_file={tmp_path / 'bert_config.json'}", f"--output_dir={out}",
+        "--max_seq_length=40", "--doc_stride=12", "--max_query_length=8",
+        "--train_batch_size=4", "--num_train_epochs=1", "--learning_rate=1e-3")
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(os.listdir(out)) == [
         "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",

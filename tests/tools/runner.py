@@ -1,0 +1,107 @@
+"""Runs a tool of tools/ as a user does, in this process or in a fresh one.
+
+`run_tool` executes `tools/<name>` as `__main__` in the test's own process, with its absl
+flags parsed from the argument list, and returns what a subprocess would: the exit status and
+the text written to stdout and stderr. TensorFlow and Keras are imported once per test worker
+instead of once per run, so most tool tests take a second or two instead of ten.
+
+`run_tool_in_subprocess` is the real entry point (`python tools/<name> ...`): one smoke test per
+tool uses it, and so do the tests that need a fresh process (a kill, TensorFlow's C++ start-up
+lines on file descriptor 2, devices configured before TensorFlow starts).
+"""
+
+import contextlib
+import dataclasses
+import io
+import os
+import runpy
+import subprocess
+import sys
+from unittest import mock
+
+import keras
+from absl import flags
+from absl import logging
+
+from tests.limits import SUBPROCESS_TIMEOUT
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOOLS = os.path.join(ROOT, "tools")
+# Modules of tools/ that define flags or read sys.argv when imported: imported afresh each run.
+_TOOL_MODULES = ("_cli", "_flags")
+
+
+@dataclasses.dataclass
+class ToolResult:
+    """What a finished tool run left: as `subprocess.CompletedProcess`, text mode."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_tool(name, *args, env=None):
+    """Runs `tools/<name> *args` in this process.
+
+    Args:
+        name: str. The tool's file name, e.g. "run_classifier.py".
+        *args: the command-line arguments (converted with str).
+        env: dict or None. Environment variables set for the run only.
+
+    Returns:
+        `ToolResult`.
+    """
+    path = os.path.join(TOOLS, name)
+    argv = [path, *map(str, args)]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    python_handler = logging.get_absl_handler().python_handler
+    saved_stream = python_handler.stream
+    flags_before = set(flags.FLAGS)
+    # absl.app.run turns INFO logging on when it first parses flags in a process (verbosity
+    # left at its default); later runs in this process get the same from the default.
+    verbosity_default = flags.FLAGS["verbosity"].default
+    flags.FLAGS.set_default("verbosity", logging.INFO)
+    # A fresh process starts with no Keras state: names, seeds and the dtype policy as new.
+    keras.backend.clear_session()
+    returncode = 0
+    try:
+        with mock.patch.dict(os.environ, env or {}), mock.patch.object(sys, "argv", argv), \
+                mock.patch.object(sys, "path", [TOOLS, *sys.path]), \
+                contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            python_handler.stream = stderr
+            try:
+                runpy.run_path(path, run_name="__main__")
+            except SystemExit as e:
+                returncode = e.code if isinstance(e.code, int) else int(e.code is not None)
+    finally:
+        python_handler.stream = saved_stream
+        flags.FLAGS.set_default("verbosity", verbosity_default)
+        _forget_flags_defined_since(flags_before)
+        keras.mixed_precision.set_global_policy("float32")
+    return ToolResult(returncode, stdout.getvalue(), stderr.getvalue())
+
+
+def _forget_flags_defined_since(flags_before):
+    """Removes the flags a tool defined, so the next tool may define its own of those names."""
+    for name in set(flags.FLAGS) - flags_before:
+        delattr(flags.FLAGS, name)
+    flags.FLAGS.unparse_flags()
+    for module in _TOOL_MODULES:
+        sys.modules.pop(module, None)
+
+
+def run_tool_in_subprocess(name, *args, env=None):
+    """Runs `python tools/<name> *args` in a fresh process, with this checkout's kbert first.
+
+    Returns:
+        `subprocess.CompletedProcess` (text mode).
+    """
+    return subprocess.run([sys.executable, os.path.join(TOOLS, name), *map(str, args)],
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
+                          env=subprocess_env(env))
+
+
+def subprocess_env(env=None):
+    """The environment of a tool run in a subprocess: this checkout first on PYTHONPATH."""
+    paths = [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **(env or {})}
