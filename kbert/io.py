@@ -77,18 +77,10 @@ def atomic_files(directory):
     """
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{socket.gethostname()}-{os.getpid()}-",
-                           dir=directory)
-    try:
+    with _scratch_directory(directory, directory) as tmp:
         yield tmp
         for name in sorted(os.listdir(tmp)):
             os.replace(os.path.join(tmp, name), os.path.join(directory, name))
-    except Exception as e:
-        if is_disk_full(e) and not isinstance(e, DiskFull):
-            raise DiskFull(_stopped_file(directory, tmp)) from e
-        raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -102,16 +94,24 @@ def atomic_directory(path):
     path = os.path.abspath(os.fspath(path))
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{socket.gethostname()}-{os.getpid()}-",
-                           dir=parent)
-    try:
+    with _scratch_directory(parent, path) as tmp:
         yield tmp
         if os.path.isdir(path):
             shutil.rmtree(path)
         os.rename(tmp, path)
+
+
+@contextlib.contextmanager
+def _scratch_directory(parent, target):
+    """A temporary directory in `parent`, removed after the block; a full disk in the block
+    raises `DiskFull` naming the file it stopped, under its final name in `target`."""
+    tmp = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{socket.gethostname()}-{os.getpid()}-",
+                           dir=parent)
+    try:
+        yield tmp
     except Exception as e:
         if is_disk_full(e) and not isinstance(e, DiskFull):
-            raise DiskFull(_stopped_file(path, tmp)) from e
+            raise DiskFull(_stopped_file(target, tmp)) from e
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
