@@ -23,7 +23,8 @@ TPU = flags.DEFINE_string(
 MIXED_PRECISION = flags.DEFINE_enum(
     "mixed_precision", "float32", distribution.PRECISIONS,
     "Compute dtype policy; variables, logits and losses stay float32. mixed_float16 for "
-    "GPUs (with loss scaling), mixed_bfloat16 for TPUs and Ampere or newer GPUs.")
+    "GPUs (with loss scaling); mixed_bfloat16 for TPUs, Ampere or newer GPUs and CPUs with "
+    "AVX512_BF16 or AMX (on other CPUs bfloat16 is emulated, slower than float32).")
 JIT_COMPILE = flags.DEFINE_bool(
     "jit_compile", False, "XLA-compile the train step. It pays with fixed shapes "
     "(run_pretraining); GLUE and SQuAD batches come in many widths and XLA compiles each "

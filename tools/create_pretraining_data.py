@@ -9,7 +9,7 @@ empty documents skipped). Each instance is [CLS] A [SEP] B [SEP], B the actual c
 
 Whole-word masking (--do_whole_word_mask) masks a word's pieces together: a word is a piece and
 the ## pieces after it, so each CJK character is a word of its own. For Chinese, add
---chinese_word_segmenter=jieba (pip install kbert[zh]): the characters of one jieba word are
+--chinese_word_segmenter=jieba (pip install 'kbert-keras[zh]'): the characters of one jieba word are
 masked together, as in Chinese BERT-wwm; the ids stay one per character and the schema is
 Google's.
 
@@ -39,7 +39,7 @@ _LOWER = flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents 
 _WWM = flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words, not word pieces.")
 _SEGMENTER = flags.DEFINE_enum("chinese_word_segmenter", None, ["jieba"],
                                "With --do_whole_word_mask: mask the CJK characters of one word "
-                               "of this segmenter together (needs pip install kbert[zh]).")
+                               "of this segmenter together (needs pip install 'kbert-keras[zh]').")
 _SEQ = flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
 _PREDICTIONS = flags.DEFINE_integer("max_predictions_per_seq", 20,
                                     "Maximum masked LM predictions per sequence.")

@@ -1,4 +1,4 @@
-"""`create_pretraining_data` as an Apache Beam pipeline (the `kbert[beam]` extra).
+"""`create_pretraining_data` as an Apache Beam pipeline (the `kbert-keras[beam]` extra).
 
 One element per shard: a shard is the instances of one byte range of the input, made by the
 same `write_shard` as the local tool, so the files are byte-identical to

@@ -33,7 +33,7 @@ def load_segmenter(name):
 
     Raises:
         ValueError: for an unknown name.
-        ImportError: if the segmenter's package is not installed (`pip install kbert[zh]`).
+        ImportError: if the segmenter's package is not installed (`pip install 'kbert-keras[zh]'`).
     """
     if name not in SEGMENTERS:
         raise ValueError(f"chinese_word_segmenter must be one of {SEGMENTERS}, got {name!r}")
@@ -41,7 +41,7 @@ def load_segmenter(name):
         import jieba
     except ImportError as e:
         raise ImportError("Chinese whole-word masking with chinese_word_segmenter='jieba' "
-                          "needs jieba: pip install kbert[zh]") from e
+                          "needs jieba: pip install 'kbert-keras[zh]'") from e
     jieba.setLogLevel(logging.WARNING)  # its dictionary-loading messages are INFO
     return functools.partial(jieba.lcut, HMM=True)
 

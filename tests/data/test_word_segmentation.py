@@ -153,6 +153,6 @@ def test_errors(vocab_file, monkeypatch, tmp_path):
                                      exact_tokenization=False)
     word_segmentation.load_segmenter.cache_clear()
     monkeypatch.setitem(sys.modules, "jieba", None)  # as if not installed
-    with pytest.raises(ImportError, match=r"needs jieba: pip install kbert\[zh\]"):
+    with pytest.raises(ImportError, match=r"needs jieba: pip install 'kbert-keras\[zh\]'"):
         pretraining_data.plan_shards(FIXTURE, str(tmp_path / "o"), vocab_file, config=config)
     word_segmentation.load_segmenter.cache_clear()
