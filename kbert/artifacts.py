@@ -24,6 +24,7 @@ import errno
 import fcntl
 import fnmatch
 import hashlib
+import importlib.metadata
 import os
 import shutil
 
@@ -32,6 +33,7 @@ from absl import logging
 from kbert import io
 
 MANIFEST_FILE = "run_manifest.json"
+DISTRIBUTION = "kbert-keras"  # the name kbert is installed under (setup.cfg)
 LOCK_FILE = ".kbert.lock"
 _OVERWRITE_HINT = ("pass --overwrite_output_dir to start over in {dir}, or choose another "
                   "--output_dir")
@@ -251,6 +253,11 @@ def check_results_data(directory, results_file, data, overwrite_output_dir=False
         raise ValueError(f"{path}: holds results on other data ({'; '.join(changed)}); pass "
                          "--overwrite_output_dir to replace them, or write them to another "
                          "--output_dir")
+
+
+def kbert_version():
+    """The installed kbert's version, as manifests and sidecars record it."""
+    return importlib.metadata.version(DISTRIBUTION)
 
 
 def fingerprint(path):

@@ -46,7 +46,7 @@ MODEL_FILE = "model.keras"
 BACKUP_DIR = "backup"
 TRAIN_RESULTS_FILE = "train_results.json"
 EVAL_RESULTS_FILE = "eval_results"  # .txt and .json
-MANIFEST_FILE = "run_manifest.json"  # see kbert.tasks.run_manifest
+MANIFEST_FILE = artifacts.MANIFEST_FILE  # see kbert.tasks.run_manifest
 EXPORT_SETTINGS_FILE = "export_settings.json"
 EMBEDDING_UPDATES = ("dense", "sparse")  # see FineTuningConfig.embedding_updates
 

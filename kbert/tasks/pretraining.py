@@ -29,7 +29,6 @@ workers), or of the raw text (one byte range each).
 
 import collections
 import dataclasses
-import importlib.metadata
 import math
 import os
 import shutil
@@ -380,7 +379,7 @@ def manifest_for(config):
         "init_checkpoint": init,
         "vocab_file": artifacts.fingerprint(resolve_vocab_file(config)),
         "data": {str(i): artifacts.fingerprint(path) for i, path in enumerate(files)},
-        "kbert_version": importlib.metadata.version("kbert-keras"),
+        "kbert_version": artifacts.kbert_version(),
     }
 
 

@@ -5,7 +5,6 @@ SHA-256 of the checkpoint, vocab and data files, and the kbert version.
 """
 
 import dataclasses
-import importlib.metadata
 import os
 import shutil
 
@@ -46,7 +45,7 @@ def manifest_for(config, source, data_files=()):
         "init_checkpoint": source and artifacts.fingerprint(source.checkpoint_file),
         "vocab_file": source and artifacts.fingerprint(source.vocab_file),
         "data": {name: artifacts.fingerprint(path) for name, path in data_files if path},
-        "kbert_version": importlib.metadata.version("kbert-keras"),
+        "kbert_version": artifacts.kbert_version(),
     }
 
 
