@@ -47,7 +47,7 @@ def main(argv):
         init_checkpoint=os.path.join(checkpoint, "bert_model.ckpt"), max_seq_length=64,
         do_train=True, do_eval=False)
     spec = glue.task_spec(config)
-    examples = glue.read_data(config, spec)["train"].sample(_EXAMPLES.value, seed=_SEED.value)
+    examples = glue.read_split(config, spec, "train").sample(_EXAMPLES.value, seed=_SEED.value)
     preprocessor = BertPreprocessor(os.path.join(checkpoint, "vocab.txt"), do_lower_case=True,
                                     max_seq_length=64, pad_to_max_length=False)
     tokenized = pipeline.tokenize(examples, preprocessor)

@@ -27,7 +27,6 @@ from float32's. The CPU's bf16/int8 instruction sets (from /proc/cpuinfo) are pr
   python -m bench.cpu_inference --output=/tmp/cpu_inference.json
 """
 
-import json
 import os
 import re
 import statistics
@@ -37,21 +36,12 @@ import numpy as np
 from absl import app
 from absl import flags
 
+from bench import runs
 from bench import sst2_model
 
-_MODEL = flags.DEFINE_string("model", None, "A run_classifier.py model.keras for SST-2; by "
-                             "default one is fine-tuned from MiniLM into --work_dir.")
-_VOCAB = flags.DEFINE_string("vocab_file", None, "Defaults to vocab.txt beside --model.")
-_GLUE = flags.DEFINE_string("glue_dir", sst2_model.DEFAULT_GLUE, "Directory with SST-2/.")
-_WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_serving", "Scratch directory "
-                            "(shared with bench/serving.py: the fine-tuned model is reused).")
-_TRAIN_EXAMPLES = flags.DEFINE_integer("train_examples", 8000,
-                                       "Fine-tuning budget without --model: SST-2 examples.")
+_SERVED = sst2_model.define_flags(latency_examples=200)
 _VARIANTS = flags.DEFINE_list("variants", ["float32", "bfloat16", "int8"], "Precisions.")
-_BATCH = flags.DEFINE_integer("batch_size", 32, "Batch size.")
 _MAX_SEQ = flags.DEFINE_integer("max_seq_length", 128, "Truncation length.")
-_LATENCY = flags.DEFINE_integer("latency_examples", 200, "Dev sentences sent one at a time.")
-_MAX_DEV = flags.DEFINE_integer("max_dev_examples", None, "Use only this many dev sentences.")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Interleaved rounds over the dev set.")
 _OUTPUT = flags.DEFINE_string("output", None, "Write results as JSON here.")
 
@@ -126,7 +116,8 @@ def time_saved_models(servers, texts):
     def call(v, batch):
         return servers[v](text=tf.constant(batch))["label_id"].numpy()
 
-    batches = [texts[i:i + _BATCH.value] for i in range(0, len(texts), _BATCH.value)]
+    size = _SERVED.batch_size.value
+    batches = [texts[i:i + size] for i in range(0, len(texts), size)]
     labels = {v: np.concatenate([call(v, b) for b in batches]) for v in servers}  # + trace
     passes = {v: [] for v in servers}
     order = list(servers)
@@ -138,7 +129,7 @@ def time_saved_models(servers, texts):
             passes[v].append(time.perf_counter() - start)
         order = rotate(order)
     singles = {v: [] for v in servers}
-    for text in texts[:_LATENCY.value]:
+    for text in texts[:_SERVED.latency_examples.value]:
         for v in order:
             call(v, [text])
             start = time.perf_counter()
@@ -163,27 +154,23 @@ def main(argv):
     if flags_here and not (flags_here["avx512_bf16"] or flags_here["amx_bf16"]):
         print("This CPU lacks AVX512_BF16 and AMX: bfloat16 matmuls are emulated (expect a "
               "slow-down, not a speed-up); the option still works.")
-    os.makedirs(_WORK.value, exist_ok=True)
-    model_path = sst2_model.fine_tuned_model(_WORK.value, _GLUE.value, _TRAIN_EXAMPLES.value,
-                                             _MODEL.value)
-    vocab_file = _VOCAB.value or sst2_model.vocab_beside(model_path)
-    texts, gold = sst2_model.read_dev(_GLUE.value, _MAX_DEV.value)
+    model_path, vocab_file, texts, gold = sst2_model.prepare(_SERVED)
+    size = _SERVED.batch_size.value
     model = keras.saving.load_model(model_path)
     results = {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "cpu_flags": flags_here,
-               "model": model_path, "dev_examples": len(texts), "batch_size": _BATCH.value,
-               "rows": []}
+               "model": model_path, "dev_examples": len(texts), "batch_size": size, "rows": []}
     models = variant_models(model)
     runnable = {v: m for v, m in models.items() if not isinstance(m, str)}
     preprocessor = kbert.BertPreprocessor(vocab_file, max_seq_length=_MAX_SEQ.value,
                                           pad_to_max_length=False)
-    batches = [{k: v.numpy() for k, v in preprocessor(tf.constant(texts[i:i + _BATCH.value]))
-                .items()} for i in range(0, len(texts), _BATCH.value)]
+    batches = [{k: v.numpy() for k, v in preprocessor(tf.constant(texts[i:i + size])).items()}
+               for i in range(0, len(texts), size)]
     predicted = time_predict(runnable, batches)
     servers = {}
     for v in runnable:
         if v in ("float32", "bfloat16"):  # the export's compute_dtype option
             path = kbert.export_saved_model(
-                model, os.path.join(_WORK.value, f"saved_model_{v}"), vocab_file,
+                model, os.path.join(_SERVED.work_dir.value, f"saved_model_{v}"), vocab_file,
                 max_seq_length=_MAX_SEQ.value, compute_dtype=v, overwrite=True)
             servers[v] = tf.saved_model.load(path).signatures["serving_default"]
     served = time_saved_models(servers, texts)
@@ -206,6 +193,8 @@ def main(argv):
                     row["dev_accuracy"] - 100 * float(np.mean(base["float32"][1] == gold)), 2)
                 row["labels_differing_from_float32"] = int(np.sum(labels != base["float32"][1]))
             results["rows"].append(row)
+    if _OUTPUT.value:
+        runs.write_json(_OUTPUT.value, results)
     print("\n| variant | path | sentences/s | vs float32 | batch-1 p50 ms | dev acc | "
           "change (points) | labels != fp32 |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
@@ -217,10 +206,6 @@ def main(argv):
               f"{r.get('speedup_vs_float32', '')} | {r.get('batch1_p50_ms', '')} | "
               f"{r['dev_accuracy']} | {r.get('accuracy_change_points', '')} | "
               f"{r.get('labels_differing_from_float32', '')} |")
-    if _OUTPUT.value:
-        with open(_OUTPUT.value + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1)
-        os.replace(_OUTPUT.value + ".tmp", _OUTPUT.value)
 
 
 if __name__ == "__main__":

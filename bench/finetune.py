@@ -3,19 +3,23 @@
 For each task, runs as separate processes, one after the other, on the same real MiniLM
 weights (converted once to a Google checkpoint for kbert, read from the Hugging Face directory
 by both peers), with the same seeded training subset, epochs, batch size, learning rate,
-warm-up, weight decay and sequence length:
+warm-up, weight decay, sequence length and precision (`bench.budget`: --precision=bfloat16 is
+kbert's --mixed_precision=mixed_bfloat16, the Trainer's bf16 autocast, keras-hub's
+mixed_bfloat16 policy):
   kbert        `tools/run_classifier.py` (length-grouped batches padded to their longest
                example), plus any --kbert_flags
   huggingface  `bench/hf_peer.py`: `transformers.Trainer` on PyTorch, dynamic padding and
                length grouping on (what a user would pick instead)
   keras_hub    `bench/glue_peer.py`: keras-hub's default preprocessing, every batch padded to
                --max_seq_length
-Prints one row per task: dev metrics and training examples/s of each, and kbert's ratio to
-each peer (Hugging Face first), over the whole `fit` (kbert's includes writing its per-epoch
+Prints one row per task: dev metrics and training examples/s of each, and kbert's ratio to each
+peer (Hugging Face first), over the whole `fit` (kbert's includes writing its per-epoch
 checkpoint and backup) and over the epochs alone (training only, timed the same way on every
-side). Also the compute bound of issue 28: the training step costs 2 x 3 x (non-embedding
-weights) FLOP per real token, so at the fp32 matmul peak P the bound is
-P / (6 * weights * mean tokens per example) examples/s; the row gives kbert's fraction of it.
+side), with the precision each side ran in; a table of the epochs' speeds follows. Also the
+compute bound of issue 28: the training step costs 2 x 3 x (non-embedding weights) FLOP per
+real token, so at the fp32 matmul peak P the bound is P / (6 * weights * mean tokens per
+example) examples/s; the row gives kbert's fraction of it (of the fp32 peak whatever
+--precision is).
 
   python -m bench.finetune --tasks=SST-2:64:1:8000,MRPC:128:3:0 --work_dir=/tmp/kbert_finetune
 """
@@ -27,6 +31,7 @@ import time
 from absl import app
 from absl import flags
 
+from bench import budget
 from bench import runs
 
 _TASKS = flags.DEFINE_list(
@@ -35,12 +40,10 @@ _TASKS = flags.DEFINE_list(
 _GLUE = flags.DEFINE_string("glue_dir", os.path.join(runs.SHARED_DATA, "glue"),
                             "Directory with one GLUE directory per task.")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_finetune", "Scratch directory.")
-_BATCH = flags.DEFINE_integer("train_batch_size", 32, "Training batch size (both).")
-_LR = flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate (both).")
-_SEED = flags.DEFINE_integer("seed", 12345, "Subset, shuffle, dropout and head seed (both).")
+_BUDGET = budget.define_budget_flags(train_batch_size=32, eval_batch_size=32,
+                                     learning_rate=1e-4, seed=12345)
 _OUTPUT = flags.DEFINE_string("output", None, "Write the rows as JSON here.")
-_KBERT_FLAGS = flags.DEFINE_list(
-    "kbert_flags", [], "Extra run_classifier.py flags, e.g. --kbert_flags=--jit_compile=false.")
+_KBERT_FLAGS = budget.define_kbert_flags("run_classifier.py", "--jit_compile=false")
 _PEAK = flags.DEFINE_float(
     "peak_gflops", 0.0, "fp32 matmul peak for the compute bound, GFLOP/s; 0 measures it.")
 
@@ -76,7 +79,6 @@ def non_embedding_weights(config_path):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    hf_dir = runs.minilm_dir()
     checkpoint = runs.google_checkpoint(_WORK.value)
     peak = _PEAK.value or matmul_peak_gflops()
     weights = non_embedding_weights(os.path.join(checkpoint, "bert_config.json"))
@@ -87,46 +89,41 @@ def main(argv):
         task, seq, epochs, max_train = item.split(":")
         data_dir = os.path.join(_GLUE.value, task)
         common = [f"--task_name={task}", f"--data_dir={data_dir}", f"--max_seq_length={seq}",
-                  f"--train_batch_size={_BATCH.value}", f"--learning_rate={_LR.value}",
-                  f"--num_train_epochs={epochs}", f"--seed={_SEED.value}"]
+                  f"--num_train_epochs={epochs}"]
         if int(max_train):
             common.append(f"--max_train_examples={max_train}")
         kbert_dir = os.path.join(_WORK.value, f"kbert_{task}")
-        runs.run(["tools/run_classifier.py", *common, f"--init_checkpoint={checkpoint}",
-              f"--output_dir={kbert_dir}", "--do_train", "--do_eval", "--eval_batch_size=32",
-              # As the peers: the last epoch, no dev scoring between epochs; a re-run starts over.
-              "--nokeep_best_epoch", "--overwrite_output_dir", *_KBERT_FLAGS.value])
+        runs.run(["tools/run_classifier.py", *common, *budget.arguments(_BUDGET, kbert=True),
+                  f"--init_checkpoint={checkpoint}", f"--output_dir={kbert_dir}", "--do_train",
+                  "--do_eval",
+                  # As the peers: the last epoch, no dev scoring between epochs; a re-run
+                  # starts over.
+                  "--nokeep_best_epoch", "--overwrite_output_dir", *_KBERT_FLAGS.value])
         kbert_train = runs.read_json(os.path.join(kbert_dir, "train_results.json"))
         kbert_eval = runs.read_json(os.path.join(kbert_dir, "eval_results.json"))
         # Training alone: the epochs' time, as every side times it (kbert's timer runs before
         # its checkpoint and backup callbacks, which the peers do not have).
         examples = kbert_train["examples"] * float(epochs)
         row = {"task": task, "max_seq_length": int(seq), "epochs": float(epochs),
+               "precision": _BUDGET.precision.value,
+               "kbert_precision": runs.kbert_precision(kbert_dir),
                "train_examples": kbert_train["examples"],
-               "kbert_examples_per_second": kbert_train["examples_per_second"],
-               "kbert_epoch_examples_per_second": round(
-                   examples / sum(kbert_train["epoch_seconds"]), 2),
                "kbert_dev": {k: v for k, v in kbert_eval.items() if k.startswith("dev")}}
+        runs.add_speeds(row, "kbert", examples, kbert_train)
         tokens = kbert_train["mean_tokens_per_example"]
         row["compute_bound_examples_per_second"] = round(peak * 1e9 / (6 * weights * tokens), 1)
         row["fraction_of_bound"] = round(
             row["kbert_epoch_examples_per_second"] / row["compute_bound_examples_per_second"], 3)
         for peer in _PEERS.value:
-            peer_json = os.path.join(_WORK.value, f"{peer}_{task}.json")
-            runs.run(["-m", PEER_SCRIPTS[peer], *common, f"--hf_dir={hf_dir}",
-                  f"--output={peer_json}"])
-            result = runs.read_json(peer_json)
-            row[f"{peer}_examples_per_second"] = result["train"]["examples_per_second"]
-            row[f"{peer}_epoch_examples_per_second"] = round(
-                examples / sum(result["train"]["epoch_seconds"]), 2)
+            result = runs.run_peer(row, peer,
+                                   [PEER_SCRIPTS[peer], *common, *budget.arguments(_BUDGET)],
+                                   os.path.join(_WORK.value, f"{peer}_{task}.json"))
             row[f"{peer}_dev"] = result["eval"]
-            row[f"speedup_vs_{peer}"] = round(
-                row["kbert_examples_per_second"] / row[f"{peer}_examples_per_second"], 2)
-            row[f"epoch_speedup_vs_{peer}"] = round(
-                row["kbert_epoch_examples_per_second"]
-                / row[f"{peer}_epoch_examples_per_second"], 2)
+            runs.add_speeds(row, peer, examples, result["train"])
         rows.append(row)
         print(json.dumps(row), flush=True)
+    print(runs.precision_table(rows, ["kbert", *_PEERS.value], "examples/s over the epochs"),
+          flush=True)
     if _OUTPUT.value:
         runs.write_json(_OUTPUT.value, rows)
 

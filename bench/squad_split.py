@@ -5,6 +5,15 @@ Only `dev-v1.1.json` is available, so it is split by article, deterministically:
 """
 
 import json
+import os
+import types
+
+from absl import flags
+
+from bench import runs
+
+# The flags this module declares are the caller's (`--help` lists them with its own).
+flags.disclaim_key_flags()
 
 
 def split(dev_file, every):
@@ -21,3 +30,15 @@ def split(dev_file, every):
 def count(dataset):
     """Questions in a SQuAD dataset."""
     return sum(len(p["qas"]) for a in dataset["data"] for p in a["paragraphs"])
+
+
+def define_split_flags():
+    """Declares --dev_file (default: SQuAD v1.1 dev beside this repository) and --every;
+    returns their holders by name."""
+    return types.SimpleNamespace(
+        dev_file=flags.DEFINE_string(
+            "dev_file", os.path.join(runs.SHARED_DATA, "squad", "v1.1", "dev.json"),
+            "SQuAD v1.1 (default: beside this repository)."),
+        every=flags.DEFINE_integer(
+            "every", 5, "Hold out articles with index %% every == every-1.", lower_bound=1))
+

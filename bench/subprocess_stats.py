@@ -1,4 +1,5 @@
-"""Run a command as a child process and measure it: wall time, CPU time, peak RSS."""
+"""Run a command as a child process and measure it: wall time, CPU time, peak RSS; for the
+pretraining-data tools, with the records they wrote."""
 
 import glob
 import os
@@ -30,3 +31,16 @@ def count_records(pattern):
 
     files = sorted(f for f in glob.glob(pattern) if not f.endswith("_meta.json"))
     return sum(1 for _ in tf.data.TFRecordDataset(files)) if files else 0
+
+
+def measure_tool(command, pattern):
+    """Runs a pretraining-data tool's `command` (argv) in the repository root, raising if it
+    fails; its instances (records in `pattern`), wall and CPU seconds, instances/s, peak RSS."""
+    from bench import runs
+
+    code, wall, cpu, rss, tail = run(command, cwd=runs.ROOT, env=runs.child_env())
+    if code:
+        raise RuntimeError(f"{' '.join(command)} failed ({code}):\n{tail}")
+    instances = count_records(pattern)
+    return dict(instances=instances, wall_s=round(wall, 2), cpu_s=round(cpu, 2),
+                instances_per_s=round(instances / wall, 1), peak_rss_mb=round(rss))

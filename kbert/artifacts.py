@@ -15,6 +15,7 @@
     check_results_data(directory, results_file, data, ...)
                         results (eval scores) are replaced only by results on the same data.
 
+The names of the files in an output directory (`MODEL_FILE`, `VOCAB_FILE`, ...) are here.
 Files are written with `kbert.io` (temporary name, then rename); a full disk raises
 `kbert.io.DiskFull` naming the file.
 """
@@ -32,7 +33,15 @@ from absl import logging
 
 from kbert import io
 
+# The output-directory layout, named once for every module that writes or reads it.
 MANIFEST_FILE = "run_manifest.json"
+MODEL_FILE = "model.keras"  # a recipe's trained model
+EXPORT_SETTINGS_FILE = "export_settings.json"  # keyword arguments of export_saved_model
+VOCAB_FILE = "vocab.txt"
+BERT_CONFIG_FILE = "bert_config.json"
+TRAIN_RESULTS_FILE = "train_results.json"
+EVAL_RESULTS_FILE = "eval_results"  # .txt and .json
+BACKUP_DIR = "backup"  # a run's backup until its outputs are written
 DISTRIBUTION = "kbert-keras"  # the name kbert is installed under (setup.cfg)
 LOCK_FILE = ".kbert.lock"
 _OVERWRITE_HINT = ("pass --overwrite_output_dir to start over in {dir}, or choose another "

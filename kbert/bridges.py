@@ -10,61 +10,51 @@ class follows from the head (`tf1.find_head`):
     output_weights, output_bias    BertClassifier        BertForSequenceClassification
     cls/squad/*                    BertSpanLabeler       BertForQuestionAnswering
     cls/ner/* (+ cls/ner/crf/*)    BertTokenClassifier   BertForTokenClassification
+
+Whether a classifier is multi-label is no tensor: a `.keras` model carries it
+(`BertClassifier.multi_label`), Hugging Face as `problem_type` "multi_label_classification",
+a keras-hub preset written by kbert in `kbert_task.json`; Google's format cannot, so
+`load_model` and `convert` take it as an argument too.
 """
 
 import os
 
-import keras
+from absl import logging
 
 from kbert import artifacts
 from kbert.checkpoints import huggingface
 from kbert.checkpoints import keras_hub_preset
 from kbert.checkpoints import tf1
-from kbert.models.classifier import BertClassifier
-from kbert.models.encoder import BertEncoder
-from kbert.models.pretrainer import BertPretrainer
-from kbert.models.span_labeler import BertSpanLabeler
-from kbert.models.token_classifier import BertTokenClassifier
+from kbert.models import opening
 
-FORMATS = ("google", "huggingface", "keras_hub")
-KERAS_MODEL_FILE = "model.keras"
+FORMATS = (opening.GOOGLE, opening.HUGGINGFACE, opening.KERAS_HUB)
 
 
 def read_checkpoint(path, exact_gelu=False):
     """Reads any supported model as a `GoogleCheckpoint` (Google names, head included).
 
     Args:
-        path: str. A `.keras` file of a kbert model, or a directory holding `model.keras`
-            (a recipe's --output_dir); a Hugging Face directory (`config.json` +
-            `model.safetensors`); a keras-hub preset directory (`metadata.json`); a Google
-            release directory, training directory or checkpoint prefix; or the name of one
-            of Google's releases (`kbert.list_presets()`).
+        path: str. Anything `kbert.models.opening.open_model` opens: a `.keras` file of a
+            kbert model, or a directory holding `model.keras` (a recipe's --output_dir); a
+            Hugging Face directory (`config.json` + `model.safetensors`); a keras-hub preset
+            directory (`metadata.json`); a Google release directory, training directory or
+            checkpoint prefix; or the name of one of Google's releases (`kbert.list_presets()`).
         exact_gelu: bool. Keep a Hugging Face model's erf GELU as "gelu_exact" (kbert only)
             rather than Google's tanh "gelu". Defaults to False.
 
     Returns:
         `GoogleCheckpoint`, with the vocabulary found beside the model (if any).
     """
-    path = os.fspath(path)
-    keras_file = os.path.join(path, KERAS_MODEL_FILE) if os.path.isdir(path) else path
-    if keras_file.endswith(".keras") and os.path.isfile(keras_file):
-        model = keras.saving.load_model(keras_file)
-        vocab = os.path.join(os.path.dirname(keras_file), tf1.VOCAB_FILE)
-        return tf1.GoogleCheckpoint.from_tensors(
-            tf1.google_tensors(model), model.bert_config, keras_file,
-            vocab if os.path.exists(vocab) else None)
-    if os.path.isdir(path) and os.path.exists(os.path.join(path, "metadata.json")):
-        return keras_hub_preset.read_keras_hub_preset(path)
-    if os.path.isdir(path) and os.path.exists(os.path.join(path, huggingface.HF_WEIGHTS)):
-        return huggingface.read_huggingface(path, exact_gelu)
-    return tf1.GoogleCheckpoint.open(path)
+    return opening.open_model(path, exact_gelu=exact_gelu).google_checkpoint()
 
 
-def load_model(path, **kwargs):
+def load_model(path, multi_label=None, **kwargs):
     """Builds the kbert model that `path` holds, with its head, and loads every weight.
 
     Args:
         path: str. Anything `read_checkpoint` reads.
+        multi_label: bool or None. The classifier head is multi-label. Defaults to what the
+            format records (False for Google's, which cannot).
         **kwargs: passed to `BertEncoder` (e.g. `dtype`).
 
     Returns:
@@ -76,25 +66,7 @@ def load_model(path, **kwargs):
     classifier = kbert.load_model("mrpc_output")  # or a Hugging Face / keras-hub directory
     ```
     """
-    checkpoint = read_checkpoint(path)
-    shapes = checkpoint.shapes()
-    encoder = BertEncoder(**checkpoint.config.encoder_kwargs(), **kwargs)
-    head = tf1.find_head(shapes)
-    if head is None:
-        model = encoder
-    elif head == "kbert>BertPretrainer":
-        model = BertPretrainer(encoder)
-    elif head == "kbert>BertClassifier":
-        model = BertClassifier(encoder, shapes["output_weights"][0],
-                               dropout=checkpoint.config.hidden_dropout_prob)
-    elif head == "kbert>BertSpanLabeler":
-        model = BertSpanLabeler(encoder)
-    else:
-        model = BertTokenClassifier(encoder, shapes["cls/ner/output_weights"][0],
-                                    use_crf="cls/ner/crf/transitions" in shapes,
-                                    dropout=checkpoint.config.hidden_dropout_prob)
-    tf1.load_google_weights(model, checkpoint)
-    return model
+    return opening.open_model(path).load(multi_label, **kwargs)
 
 
 def save_model(model, output_dir, format="google", vocab_file=None, label_names=None):
@@ -110,25 +82,31 @@ def save_model(model, output_dir, format="google", vocab_file=None, label_names=
     """
     checkpoint = tf1.GoogleCheckpoint.from_tensors(
         tf1.google_tensors(model), model.bert_config, model.name, vocab_file)
-    write_checkpoint(checkpoint, output_dir, format, label_names)
+    write_checkpoint(checkpoint, output_dir, format, label_names,
+                     getattr(model, "multi_label", False))
 
 
-def write_checkpoint(checkpoint, output_dir, format, label_names=None):
-    """Writes a `GoogleCheckpoint` in `format` (see `save_model`)."""
+def write_checkpoint(checkpoint, output_dir, format, label_names=None, multi_label=False):
+    """Writes a `GoogleCheckpoint` in `format` (see `save_model`); `multi_label`: the
+    classifier head is multi-label."""
     _check_format(format)
     if format == "google":
+        if multi_label:
+            logging.warning("%s: Google's checkpoint format does not record multi_label; "
+                            "load it back with multi_label=True", output_dir)
         prefix = os.path.join(output_dir, tf1.RELEASE_PREFIX)
         tensors = {name: checkpoint.tensor(name) for name in checkpoint.shapes()
                    if not tf1.is_training_state(name)}
         tf1.write_google_release(prefix, tensors, checkpoint.config, checkpoint.vocab_file)
     elif format == "huggingface":
-        huggingface.write_huggingface(checkpoint, output_dir, label_names)
+        huggingface.write_huggingface(checkpoint, output_dir, label_names, multi_label)
     else:
-        keras_hub_preset.write_keras_hub_preset(checkpoint, output_dir)
+        keras_hub_preset.write_keras_hub_preset(checkpoint, output_dir,
+                                                multi_label=multi_label)
 
 
 def convert(path, output_dir, format="google", label_names=None, exact_gelu=False,
-            overwrite_output_dir=False):
+            overwrite_output_dir=False, multi_label=None):
     """Converts the model at `path` (anything `read_checkpoint` reads) to `format`.
 
     The output dir is guarded (`kbert.artifacts`): one writer at a time; it may not be or
@@ -142,6 +120,8 @@ def convert(path, output_dir, format="google", label_names=None, exact_gelu=Fals
         label_names: list of str. Hugging Face `id2label` of a classifier head.
         exact_gelu: bool. See `read_checkpoint`. Defaults to False.
         overwrite_output_dir: bool. Replace what is in `output_dir`. Defaults to False.
+        multi_label: bool or None. The classifier head is multi-label. Defaults to what the
+            input records (a recipe's model.keras, Hugging Face's `problem_type`, ...).
 
     Example:
     ```python
@@ -149,15 +129,17 @@ def convert(path, output_dir, format="google", label_names=None, exact_gelu=Fals
     ```
     """
     _check_format(format)
-    checkpoint = read_checkpoint(path, exact_gelu)
+    source = opening.open_model(path, exact_gelu=exact_gelu)
+    checkpoint = source.google_checkpoint()
+    multi_label = source.multi_label if multi_label is None else multi_label
     manifest = {"settings": {"format": format, "label_names": label_names,
-                             "exact_gelu": exact_gelu},
+                             "exact_gelu": exact_gelu, "multi_label": multi_label},
                 "input": artifacts.fingerprint(checkpoint.prefix)}
     with artifacts.locked(output_dir):
         claim = artifacts.claim(output_dir, manifest, overwrite_output_dir=overwrite_output_dir,
                                 inputs=[("input", path), ("input", checkpoint.prefix),
                                         ("vocabulary", checkpoint.vocab_file)])
-        write_checkpoint(checkpoint, output_dir, format, label_names)
+        write_checkpoint(checkpoint, output_dir, format, label_names, multi_label)
         claim.finish()
 
 

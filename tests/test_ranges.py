@@ -7,7 +7,7 @@ import pytest
 from kbert import ranges
 from kbert.data import records
 from kbert.data.pretraining import PretrainingDataConfig
-from kbert.tasks import fine_tuning
+from kbert.tasks import configs
 from kbert.tasks import pretraining
 from kbert.tasks import squad
 
@@ -31,7 +31,7 @@ def test_a_subclass_that_changes_a_default_keeps_the_range():
 
 
 @pytest.mark.parametrize(("config", "message"), [
-    (lambda: fine_tuning.FineTuningConfig(output_dir="o", do_train=True, train_batch_size=0),
+    (lambda: configs.FineTuningConfig(output_dir="o", do_train=True, train_batch_size=0),
      "train_batch_size must be >= 1, got 0"),
     (lambda: squad.SquadConfig(output_dir="o", do_predict=True, max_answer_length=0),
      "max_answer_length must be >= 1, got 0"),

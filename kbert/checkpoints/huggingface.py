@@ -105,6 +105,8 @@ _TO_HUGGINGFACE_ACTIVATION = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": 
 
 HF_WEIGHTS = "model.safetensors"
 HF_CONFIG = "config.json"
+# transformers' `problem_type` of a classifier with independent sigmoid outputs.
+MULTI_LABEL_PROBLEM = "multi_label_classification"
 
 
 def _table(num_layers, architecture):
@@ -191,20 +193,27 @@ def read_huggingface(hf_dir, exact_gelu=False):
                                              vocab_path if os.path.exists(vocab_path) else None)
 
 
-def write_huggingface(checkpoint, output_dir, label_names=None):
+def write_huggingface(checkpoint, output_dir, label_names=None, multi_label=False):
     """Writes `model.safetensors`, `config.json`, `vocab.txt` for transformers' BERT classes.
 
-    The architecture follows the checkpoint's head (see `read_huggingface`); a classifier
-    with one output is written with `problem_type` "regression".
+    The architecture follows the checkpoint's head (see `read_huggingface`). A classifier's
+    `problem_type` is "multi_label_classification" with `multi_label` (transformers then
+    trains it with BCEWithLogitsLoss), else "regression" for one output and
+    "single_label_classification" for more.
 
     Args:
         checkpoint: `tf1.GoogleCheckpoint` (a release, a fine-tuned model, or in memory).
         output_dir: str. Receives the Hugging Face files (encoder names with "bert.").
         label_names: list of str. `id2label` of a classifier or token classifier. Defaults
             to "LABEL_0", "LABEL_1", ...
+        multi_label: bool. The classifier head is multi-label (`BertClassifier.multi_label`).
+            Defaults to False.
     """
     shapes = checkpoint.shapes()
     architecture = _ARCHITECTURES[tf1.find_head(shapes)]
+    if multi_label and architecture != "BertForSequenceClassification":
+        raise ValueError(f"{checkpoint.prefix}: multi_label applies to a classifier head, not "
+                         f"to {architecture}")
     weights = {}
     for hf_name, google, transpose in _table(checkpoint.config.num_hidden_layers, architecture):
         if google in shapes:
@@ -221,7 +230,9 @@ def write_huggingface(checkpoint, output_dir, label_names=None):
             raise ValueError(f"{len(names)} label names for a head with {num_labels} outputs")
         config.update(id2label={str(i): name for i, name in enumerate(names)},
                       label2id={name: i for i, name in enumerate(names)})
-        if architecture == "BertForSequenceClassification":
+        if multi_label:
+            config["problem_type"] = MULTI_LABEL_PROBLEM
+        elif architecture == "BertForSequenceClassification":
             config["problem_type"] = ("regression" if num_labels == 1
                                       else "single_label_classification")
     with io.atomic_files(output_dir) as tmp:
@@ -253,7 +264,8 @@ def convert_huggingface_to_google(hf_dir, output_dir, exact_gelu=False) -> str:
     return prefix
 
 
-def convert_google_to_huggingface(google_path, output_dir, label_names=None) -> None:
+def convert_google_to_huggingface(google_path, output_dir, label_names=None,
+                                  multi_label=False) -> None:
     """Writes `model.safetensors`, `config.json`, `vocab.txt` from a Google checkpoint.
 
     Args:
@@ -261,5 +273,14 @@ def convert_google_to_huggingface(google_path, output_dir, label_names=None) -> 
             beside it); a fine-tuned head becomes the matching transformers class.
         output_dir: str. Receives the Hugging Face files.
         label_names: list of str. `id2label` of a classifier head. Defaults to LABEL_i.
+        multi_label: bool. The classifier head is multi-label; Google's format does not
+            record it. Defaults to False.
     """
-    write_huggingface(tf1.GoogleCheckpoint.open(google_path), output_dir, label_names)
+    write_huggingface(tf1.GoogleCheckpoint.open(google_path), output_dir, label_names,
+                      multi_label)
+
+
+def is_multi_label(hf_dir):
+    """Whether the `config.json` in `hf_dir` has `problem_type` "multi_label_classification"."""
+    with open(os.path.join(hf_dir, HF_CONFIG), encoding="utf-8") as f:
+        return json.load(f).get("problem_type") == MULTI_LABEL_PROBLEM

@@ -9,7 +9,10 @@ What keras-hub cannot hold: another `hidden_act` (refused), a separate attention
 the initializer range (training-only; kept in the preset's `bert_config.json`, which
 keras-hub ignores), and heads other than the classifier (span, token classification with or
 without CRF, pretraining): those are written under their Google names to `kbert_head.safetensors`,
-which kbert reads back and keras-hub ignores.
+which kbert reads back and keras-hub ignores. keras-hub's classifier has no multi-label form
+(one softmax decision; its default loss is sparse categorical cross-entropy): a multi-label
+head is written as the same `BertTextClassifier` of logits, and `kbert_task.json` records
+`multi_label` for kbert.
 """
 
 import json
@@ -37,6 +40,7 @@ _RENAMES = (
 )
 CLASSIFIER_HEAD = (("output_weights", "logits/kernel"), ("output_bias", "logits/bias"))
 EXTRA_HEAD_FILE = "kbert_head.safetensors"
+KBERT_TASK_FILE = "kbert_task.json"  # {"multi_label": true}; keras-hub ignores it
 TASK_FILE = "task.json"
 VOCABULARY = os.path.join("assets", "tokenizer", "vocabulary.txt")
 
@@ -54,7 +58,7 @@ def _is_cased(vocab_file):
         return any(token[:1] != "[" and token != token.lower() for token in f.read().split())
 
 
-def write_keras_hub_preset(checkpoint, output_dir, lowercase=None):
+def write_keras_hub_preset(checkpoint, output_dir, lowercase=None, multi_label=False):
     """Writes a keras-hub preset directory from a Google checkpoint, its head included.
 
     `keras_hub.models.BertBackbone.from_preset(output_dir)` loads it; a classifier head
@@ -66,6 +70,8 @@ def write_keras_hub_preset(checkpoint, output_dir, lowercase=None):
         output_dir: str. The preset directory to write.
         lowercase: bool. The tokenizer lowercases. Defaults to guessing from the vocabulary
             (a cased Google vocabulary holds capitalised pieces).
+        multi_label: bool. The classifier head is multi-label (recorded in `kbert_task.json`).
+            Defaults to False.
     """
     config = checkpoint.config
     if config.hidden_act != "gelu":
@@ -90,6 +96,9 @@ def write_keras_hub_preset(checkpoint, output_dir, lowercase=None):
         raise ValueError(f"keras-hub BertBackbone variables with no Google name: "
                          f"{sorted(variables)}")
     head = tf1.find_head(shapes)
+    if multi_label and head != "kbert>BertClassifier":
+        raise ValueError(f"{checkpoint.prefix}: multi_label applies to a classifier head, not "
+                         f"to {head or 'an encoder'}")
     preprocessor = None
     if checkpoint.vocab_file:
         if lowercase is None:
@@ -106,6 +115,9 @@ def write_keras_hub_preset(checkpoint, output_dir, lowercase=None):
             model.output_dense.kernel.assign(checkpoint.tensor("output_weights").T)
             model.output_dense.bias.assign(checkpoint.tensor("output_bias"))
             model.save_to_preset(tmp)
+            if multi_label:
+                with open(os.path.join(tmp, KBERT_TASK_FILE), "w", encoding="utf-8") as f:
+                    json.dump({"multi_label": True}, f)
         else:
             backbone.save_to_preset(tmp)
             if preprocessor is not None:
@@ -133,22 +145,8 @@ def read_keras_hub_preset(preset_dir):
         `tf1.GoogleCheckpoint` (in memory), with the preset's vocabulary if it has one.
     """
     preset_dir = os.fspath(preset_dir)
-    if not os.path.exists(os.path.join(preset_dir, "config.json")):
-        raise FileNotFoundError(f"{preset_dir}/config.json: not found (expected a keras-hub "
-                                "preset directory)")
+    config = read_config(preset_dir)
     backbone = keras_hub.models.BertBackbone.from_preset(preset_dir)
-    kwargs = backbone.get_config()
-    config_path = os.path.join(preset_dir, tf1.CONFIG_FILE)
-    if os.path.exists(config_path):
-        config = BertConfig.from_json_file(config_path)
-    else:  # keras-hub's own preset: one dropout rate for both; Google's initializer range
-        config = BertConfig(
-            vocab_size=kwargs["vocabulary_size"], hidden_size=kwargs["hidden_dim"],
-            num_hidden_layers=kwargs["num_layers"], num_attention_heads=kwargs["num_heads"],
-            intermediate_size=kwargs["intermediate_dim"], hidden_act="gelu",
-            hidden_dropout_prob=kwargs["dropout"], attention_probs_dropout_prob=kwargs["dropout"],
-            max_position_embeddings=kwargs["max_sequence_length"],
-            type_vocab_size=kwargs["num_segments"])
     variables = {v.path: v for v in backbone.weights}
     tensors = {}
     for google, kbert_path, transform in tf1.encoder_rows(config.num_hidden_layers):
@@ -176,3 +174,36 @@ def read_keras_hub_preset(preset_dir):
     return tf1.GoogleCheckpoint.from_tensors(tensors, config, preset_dir,
                                              vocab if os.path.exists(vocab) else None)
 
+
+
+def read_config(preset_dir):
+    """The `BertConfig` of the preset at `preset_dir`, read without building the backbone.
+
+    A preset kbert wrote holds it whole (`bert_config.json`); keras-hub's own has one dropout
+    rate for both and no initializer range (Google's is taken), in the backbone's config.
+    """
+    backbone_path = os.path.join(preset_dir, "config.json")
+    if not os.path.exists(backbone_path):
+        raise FileNotFoundError(f"{backbone_path}: not found (expected a keras-hub preset "
+                                "directory)")
+    config_path = os.path.join(preset_dir, tf1.CONFIG_FILE)
+    if os.path.exists(config_path):
+        return BertConfig.from_json_file(config_path)
+    with open(backbone_path, encoding="utf-8") as f:
+        kwargs = json.load(f)["config"]
+    return BertConfig(
+        vocab_size=kwargs["vocabulary_size"], hidden_size=kwargs["hidden_dim"],
+        num_hidden_layers=kwargs["num_layers"], num_attention_heads=kwargs["num_heads"],
+        intermediate_size=kwargs["intermediate_dim"], hidden_act="gelu",
+        hidden_dropout_prob=kwargs["dropout"], attention_probs_dropout_prob=kwargs["dropout"],
+        max_position_embeddings=kwargs["max_sequence_length"],
+        type_vocab_size=kwargs["num_segments"])
+
+
+def is_multi_label(preset_dir):
+    """Whether the preset at `preset_dir` holds a multi-label classifier (`kbert_task.json`)."""
+    path = os.path.join(preset_dir, KBERT_TASK_FILE)
+    if not os.path.exists(path):
+        return False
+    with open(path, encoding="utf-8") as f:
+        return bool(json.load(f).get("multi_label"))

@@ -10,13 +10,15 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from kbert import artifacts
 from kbert import io
 from kbert.checkpoints import releases
 from kbert.checkpoints import tf1_names
 from kbert.config import BertConfig
 
-CONFIG_FILE = "bert_config.json"
-VOCAB_FILE = "vocab.txt"
+# A release directory's files, as every output directory names them (`kbert.artifacts`).
+CONFIG_FILE = artifacts.BERT_CONFIG_FILE
+VOCAB_FILE = artifacts.VOCAB_FILE
 RELEASE_PREFIX = "bert_model.ckpt"
 
 
@@ -57,6 +59,20 @@ class GoogleCheckpoint:
             raise ValueError(f"{prefix}: not a readable TF checkpoint: {_message(e)}") from None
         vocab = os.path.join(directory, VOCAB_FILE)
         return cls(prefix, config, vocab if os.path.exists(vocab) else None, reader)
+
+    @classmethod
+    def opened(cls, path_or_checkpoint, config=None) -> "GoogleCheckpoint":
+        """`path_or_checkpoint` if it is open already, else `open(path_or_checkpoint, config)`.
+
+        Raises:
+            ValueError: `config` given with an open checkpoint, which has its own.
+        """
+        if not isinstance(path_or_checkpoint, GoogleCheckpoint):
+            return cls.open(path_or_checkpoint, config)
+        if config is not None:
+            raise ValueError(f"{path_or_checkpoint.prefix}: an open checkpoint has its config; "
+                             "pass config=None")
+        return path_or_checkpoint
 
     @classmethod
     def from_tensors(cls, tensors, config, source, vocab_file=None):

@@ -449,23 +449,25 @@ def _label_ids(sentence, label_map):
                          f"label vocabulary {sorted(label_map)}") from None
 
 
-def training_dataset(windows, batch_size, seed=None, bucket_boundaries=None):
-    """Shuffled, length-grouped batches of (inputs, label_ids, label_weights) for `fit`.
+def training_epochs(windows, batch_size, seed=0, bucket_boundaries=None):
+    """Shuffled, length-grouped batches of (inputs, label_ids, label_weights) for `fit`, each
+    epoch's order a function of (seed, epoch) (`kbert.data.pipeline.training_epochs`).
 
     Args:
         windows: `Windows` featurized with a `label_map`.
         batch_size: int. Windows per batch.
-        seed: int or None. Shuffle seed. Defaults to None.
+        seed: int. Shuffle seed. Defaults to 0.
         bucket_boundaries: list of int. Length buckets instead of sorted pools, as in
-            `kbert.data.pipeline.training_dataset`. Defaults to None.
+            `kbert.data.pipeline.training_epochs`. Defaults to None.
 
     Returns:
-        (`tf.data.Dataset` of (dict of int32 [batch, seq], int32 [batch, seq], float32
-        [batch, seq]), steps per epoch). Padding has weight 0.
+        (function first_epoch -> endless `tf.data.Dataset` of (dict of int32 [batch, seq],
+        int32 [batch, seq], float32 [batch, seq]) from that epoch on, steps per epoch).
+        Padding has weight 0.
     """
     if not len(windows):
         raise ValueError("no training sentences")
-    return pipeline.training_dataset(
+    return pipeline.training_epochs(
         pipeline.Tokenized(windows.features, windows.lengths),
         (windows.label_ids, windows.label_weights), batch_size, seed, bucket_boundaries)
 

@@ -2,8 +2,9 @@
 
 Every GLUE task is a row of `GLUE_TASKS` (a `TaskSpec`: where text, label and index sit in
 its files, its labels and its official metric), read by `read_glue`; there is no per-task
-class. `read_classification_file` reads a user's CSV, TSV or JSON-lines file by column names.
-Both return `Examples`, the columns the tf.data pipeline (`kbert.data.pipeline`) tokenizes.
+class. `read_classification_file` reads a user's CSV, TSV or JSON-lines file by column names
+(its `read_records` is shared with `kbert.data.multi_label`). Both return `Examples`, the
+columns the tf.data pipeline (`kbert.data.pipeline`) tokenizes.
 
 GLUE files are read as GLUE's own loaders do: tab-separated with `csv.QUOTE_NONE` (MRPC and
 SST-2 sentences contain literal `"` characters, which must not open a quoted field), UTF-8 with
@@ -157,7 +158,9 @@ class Examples:
         text_a: tuple of str [examples].
         text_b: tuple of str [examples], or None for single-text tasks.
         label: np.ndarray [examples]: int32 class ids into `label_names`, or float32 scores
-            when `label_names` is None; None when the file has no labels.
+            when `label_names` is None; for multi-label data (`kbert.data.multi_label`)
+            float32 0/1 [examples, labels], one column per name. None when the file has no
+            labels.
         index: tuple of str [examples]. Example ids (GLUE's `index` column, else the 0-based
             data row number), as written to test predictions.
         label_names: tuple of str, or None for regression.
@@ -227,12 +230,12 @@ def read_glue(data_dir, task, split, errors="raise"):
                 raise ValueError(f"expected {width} tab-separated fields, found {len(fields)}")
             label = None if layout.label is None else parse_label(fields[layout.label])
         except ValueError as e:
-            _report(path, line, e, errors, problems)
+            report(path, line, e, errors, problems)
             continue
         index = fields[layout.index] if layout.index is not None else str(len(rows))
         text_b = None if layout.text_b is None else fields[layout.text_b]
         rows.append((fields[layout.text_a], text_b, label, index))
-    _summarize(path, problems, len(rows), errors)
+    summarize(path, problems, len(rows), errors)
     return _examples(rows, layout.text_b is not None, layout.label is not None, spec.labels,
                      path)
 
@@ -259,25 +262,9 @@ def read_classification_file(path, text_a, text_b=None, label=None, index=None,
     Returns:
         `Examples`.
     """
-    file_format = file_format or os.path.splitext(path)[1].lstrip(".").lower()
-    if file_format not in ("csv", "tsv", "jsonl"):
-        raise ValueError(f"{path}: unknown format {file_format!r}; use .csv, .tsv or .jsonl")
-    wanted = [c for c in (text_a, text_b, label, index) if c is not None]
-    records = _jsonl_records(path) if file_format == "jsonl" else _table_records(
-        path, wanted, file_format)
-    raw, problems = [], []
-    for line, record in records:
-        try:
-            if isinstance(record, str):  # a problem found while splitting the line
-                raise ValueError(record)
-            if not isinstance(record, dict):
-                raise ValueError("expected a JSON object")
-            absent = [c for c in wanted if record.get(c) is None]
-            if absent:
-                raise ValueError(f"missing field(s) {', '.join(map(repr, absent))}")
-            raw.append((line, record))
-        except ValueError as e:
-            _report(path, line, e, errors, problems)
+    raw, problems = read_records(
+        path, [c for c in (text_a, text_b, label, index) if c is not None], errors,
+        file_format)
     if label is not None and not regression and label_names is None:
         label_names = sorted({str(r[label]) for _, r in raw})
     names = REGRESSION if regression else tuple(str(n) for n in label_names or ())
@@ -287,12 +274,78 @@ def read_classification_file(path, text_a, text_b=None, label=None, index=None,
         try:
             value = None if label is None else parse_label(str(record[label]))
         except ValueError as e:
-            _report(path, line, e, errors, problems)
+            report(path, line, e, errors, problems)
             continue
         rows.append((str(record[text_a]), None if text_b is None else str(record[text_b]),
                      value, str(record[index]) if index is not None else str(len(rows))))
-    _summarize(path, problems, len(rows), errors)
+    summarize(path, problems, len(rows), errors)
     return _examples(rows, text_b is not None, label is not None, names, path)
+
+
+def read_records(path, columns, errors="raise", file_format=None):
+    """The rows of a user's CSV, TSV or JSON-lines file that hold every one of `columns`.
+
+    The reading of `read_classification_file`, shared with the readers of other label
+    layouts (`kbert.data.multi_label`). A row that cannot be split, is not a JSON object or
+    lacks a column (or holds JSON null in it) is a problem: raised, or skipped (see `report`).
+
+    Args:
+        path: str. A `.csv`, `.tsv` or `.jsonl` file (see `read_classification_file`).
+        columns: sequence of str. Columns (JSON keys) every row must hold.
+        errors: str. "raise", "warn" or "skip" (see `read_classification_file`).
+        file_format: str. "csv", "tsv" or "jsonl". Defaults to the file's extension.
+
+    Returns:
+        (records, problems): records, a list of (line number, dict of column -> value: str in
+        CSV and TSV, any JSON value in JSONL); problems, the messages of the rows skipped, to
+        pass on to `report` and `summarize`.
+    """
+    file_format = file_format or os.path.splitext(path)[1].lstrip(".").lower()
+    if file_format not in ("csv", "tsv", "jsonl"):
+        raise ValueError(f"{path}: unknown format {file_format!r}; use .csv, .tsv or .jsonl")
+    lines = _jsonl_records(path) if file_format == "jsonl" else _table_records(
+        path, columns, file_format)
+    records, problems = [], []
+    for line, record in lines:
+        try:
+            if isinstance(record, str):  # a problem found while splitting the line
+                raise ValueError(record)
+            if not isinstance(record, dict):
+                raise ValueError("expected a JSON object")
+            absent = [c for c in columns if record.get(c) is None]
+            if absent:
+                raise ValueError(f"missing field(s) {', '.join(map(repr, absent))}")
+            records.append((line, record))
+        except ValueError as e:
+            report(path, line, e, errors, problems)
+    return records, problems
+
+
+def report(path, line, error, errors, problems):
+    """Raises for a malformed row, or adds it to `problems` (logged with errors="warn")."""
+    message = f"{path}:{line}: {error}"
+    if errors == "raise":
+        raise ValueError(f"{message} — fix the row, or skip malformed rows with "
+                         "errors='warn' (run_classifier.py --skip_bad_rows)")
+    if errors not in ("warn", "skip"):
+        raise ValueError(f"errors must be 'raise', 'warn' or 'skip', got {errors!r}")
+    if errors == "warn" and len(problems) < _LOGGED_PROBLEMS:
+        logging.warning("skipping malformed row: %s", message)
+    problems.append(message)
+
+
+def summarize(path, problems, kept, errors):
+    """Logs the skipped rows' count (errors="warn"); raises if no row is left."""
+    if not kept and problems:
+        raise ValueError(f"{path}: none of its {len(problems)} data row(s) is usable; the "
+                         f"first: {problems[0]}")
+    if not kept:
+        raise ValueError(f"{path}: no data rows (an empty file, or a header only)")
+    if problems and errors == "warn":
+        logging.warning("%s: skipped %d malformed row(s), kept %d%s", path, len(problems), kept,
+                        f" (the first {_LOGGED_PROBLEMS} logged above)"
+                        if len(problems) > _LOGGED_PROBLEMS else "")
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,32 +418,6 @@ def _label_parser(labels):
             raise ValueError(f"unknown label {text!r}; expected one of {list(labels)}")
         return ids[text]
     return parse
-
-
-def _report(path, line, error, errors, problems):
-    """Raises for a malformed row, or adds it to `problems` (logged with errors="warn")."""
-    message = f"{path}:{line}: {error}"
-    if errors == "raise":
-        raise ValueError(f"{message} — fix the row, or skip malformed rows with "
-                         "errors='warn' (run_classifier.py --skip_bad_rows)")
-    if errors not in ("warn", "skip"):
-        raise ValueError(f"errors must be 'raise', 'warn' or 'skip', got {errors!r}")
-    if errors == "warn" and len(problems) < _LOGGED_PROBLEMS:
-        logging.warning("skipping malformed row: %s", message)
-    problems.append(message)
-
-
-def _summarize(path, problems, kept, errors):
-    """Logs the skipped rows' count (errors="warn"); raises if no row is left."""
-    if not kept and problems:
-        raise ValueError(f"{path}: none of its {len(problems)} data row(s) is usable; the "
-                         f"first: {problems[0]}")
-    if not kept:
-        raise ValueError(f"{path}: no data rows (an empty file, or a header only)")
-    if problems and errors == "warn":
-        logging.warning("%s: skipped %d malformed row(s), kept %d%s", path, len(problems), kept,
-                        f" (the first {_LOGGED_PROBLEMS} logged above)"
-                        if len(problems) > _LOGGED_PROBLEMS else "")
 
 
 def _examples(rows, paired, labelled, label_names, path):

@@ -4,11 +4,13 @@
 It calls the preprocessor as one `tf.function` per preprocessor, batch by batch: the tokenizer
 graph is large, and a `Dataset.map` would trace and optimise it again for every call (seconds
 each), where this traces it once for train, dev and test. Training batches come from
-`training_dataset`: a fresh shuffle each epoch, then pools of batches sorted by length, so a
-batch holds examples of similar length and is padded only to its longest one. `inference_dataset`
-sorts by length instead (no randomness, even less padding) and returns the order, so
-`restore_order` puts predictions back in file order. Both feed the same features, `token_ids`,
-`segment_ids` and `padding_mask`, followed by a label or per-token targets.
+`training_epochs`: a fresh shuffle each epoch, then pools of batches sorted by length, so a
+batch holds examples of similar length and is padded only to its longest one; each epoch's
+order is a function of the seed and the epoch number, so a resumed run sees the batches the
+uninterrupted one saw (`training_dataset`: one such epoch per iteration, of a drawn number).
+`inference_dataset` sorts by length instead (no randomness, even less padding) and returns the
+order, so `restore_order` puts predictions back in file order. Both feed the same features,
+`token_ids`, `segment_ids` and `padding_mask`, followed by a label or per-token targets.
 
 The one batching module of the recipes: GLUE (`kbert.tasks.glue`) and NER
 (`kbert.data.conll`) use these datasets; SQuAD's padded NumPy windows use
@@ -72,6 +74,10 @@ def tokenize(examples, preprocessor, batch_size=512):
 def training_dataset(tokenized, labels, batch_size, seed=None, bucket_boundaries=None):
     """Shuffled training batches of examples of similar length, reshuffled every epoch.
 
+    One epoch per iteration, each with an epoch number drawn anew (from `seed`), for `fit`
+    without `steps_per_epoch`: a run resumed from a backup sees other orders than the
+    uninterrupted one. `training_epochs` gives the same batches as a function of the epoch.
+
     By default, as `resumable_batches` and Hugging Face's `group_by_length`: each epoch's
     shuffled examples are cut into pools of `POOL_BATCHES` batches, each pool is sorted by
     length and cut into batches, and the batches are shuffled again. A batch is padded to its
@@ -95,27 +101,80 @@ def training_dataset(tokenized, labels, batch_size, seed=None, bucket_boundaries
         (features, *targets), steps per epoch). The dataset's cardinality is set, so Keras
         shows progress.
     """
+    epoch, steps = _epoch_batches(tokenized, labels, batch_size, 0, bucket_boundaries)
+    # Each iteration (each `fit` epoch) draws another epoch number.
+    number = tf.data.Dataset.random(seed, rerandomize_each_iteration=True).take(1)
+    dataset = number.flat_map(epoch).apply(tf.data.experimental.assert_cardinality(steps))
+    return prefetched(dataset), steps
+
+
+def training_epochs(tokenized, labels, batch_size, seed=0, bucket_boundaries=None):
+    """The batches of `training_dataset`, epoch after epoch, each epoch's order a function of
+    (seed, epoch number) only: a run resumed at epoch k sees the batches that the
+    uninterrupted run saw from epoch k on (`kbert.tasks.fine_tuning.fit_and_record`).
+
+    Args:
+        tokenized, labels, batch_size, bucket_boundaries: as `training_dataset`.
+        seed: int. Defaults to 0.
+
+    Returns:
+        (function first_epoch (int, 0-based) -> `tf.data.Dataset` of the batches of epochs
+        first_epoch, first_epoch + 1, ... without end, for `fit` with `steps_per_epoch`;
+        steps per epoch).
+    """
+    epoch, steps = _epoch_batches(tokenized, labels, batch_size, seed, bucket_boundaries)
+
+    def from_epoch(first_epoch):
+        return prefetched(tf.data.Dataset.counter(first_epoch).flat_map(epoch))
+
+    return from_epoch, steps
+
+
+def _epoch_batches(tokenized, labels, batch_size, seed, bucket_boundaries):
+    """(function epoch (int64 scalar tensor) -> `tf.data.Dataset` of that epoch's batches,
+    steps per epoch). The order comes from stateless random ops keyed by (seed, epoch):
+    nothing carries over from one epoch, or one iteration of a dataset, to the next."""
     targets = _targets(labels)
     for target in targets:
         if int(target.shape[0]) != len(tokenized):
             raise ValueError(f"{len(tokenized)} examples but {int(target.shape[0])} labels")
     if not len(tokenized):
         raise ValueError("no training examples")
-    dataset = tf.data.Dataset.from_tensor_slices((tokenized.features, *targets))
-    dataset = dataset.shuffle(len(tokenized), seed=seed, reshuffle_each_iteration=True)
+    examples = (tokenized.features, *(t if isinstance(t, tf.RaggedTensor)
+                                      else tf.convert_to_tensor(t) for t in targets))
+    count, pool = len(tokenized), POOL_BATCHES * batch_size
+    lengths = tf.constant(tokenized.lengths, tf.int64)
+    longest = int(tokenized.lengths.max())
     if bucket_boundaries:
         steps = steps_per_epoch(tokenized.lengths, batch_size, bucket_boundaries)
-        dataset = dataset.map(_dense).bucket_by_sequence_length(
-            lambda features, *_: tf.shape(features["token_ids"])[0],
-            bucket_boundaries=list(bucket_boundaries),
-            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1))
     else:
-        steps = -(-len(tokenized) // batch_size)
-        dataset = dataset.ragged_batch(POOL_BATCHES * batch_size).map(_sorted_by_length)
-        dataset = dataset.unbatch().map(_dense).padded_batch(batch_size)
-        dataset = dataset.shuffle(POOL_BATCHES, seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
-    return prefetched(dataset), steps
+        steps = -(-count // batch_size)
+
+    def rows(indices):  # examples (one index) or a batch padded to its longest (indices)
+        picked = tf.nest.map_structure(lambda values: tf.gather(values, indices), examples)
+        return _dense(*tf.nest.map_structure(
+            lambda v: v.to_tensor() if isinstance(v, tf.RaggedTensor) else v, picked))
+
+    def epoch(number):
+        keys = tf.random.experimental.stateless_split(
+            tf.stack([tf.constant(seed, tf.int64), number]), 2)
+        order = tf.random.experimental.stateless_shuffle(tf.range(count, dtype=tf.int64),
+                                                         keys[0])
+        if bucket_boundaries:
+            return tf.data.Dataset.from_tensor_slices(order).map(rows).bucket_by_sequence_length(
+                lambda features, *_: tf.shape(features["token_ids"])[0],
+                bucket_boundaries=list(bucket_boundaries),
+                bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1))
+        # Each pool in order of length (stable), cut into batches taken in a shuffled order.
+        in_pool = tf.range(count, dtype=tf.int64) // pool
+        order = tf.gather(order, tf.argsort(in_pool * (longest + 1) + tf.gather(lengths, order),
+                                            stable=True))
+        batches = tf.random.experimental.stateless_shuffle(tf.range(steps, dtype=tf.int64),
+                                                           keys[1])
+        return tf.data.Dataset.from_tensor_slices(batches).map(
+            lambda b: rows(order[b * batch_size:(b + 1) * batch_size]))
+
+    return epoch, steps
 
 
 def prefetched(dataset, buffer_size=2):
@@ -255,12 +314,6 @@ def _targets(labels):
     if isinstance(labels, tuple):
         return labels
     return (np.asarray(labels),)
-
-
-def _sorted_by_length(features, *targets):
-    """A pool of examples (ragged [pool, (seq)] features) in order of length."""
-    order = tf.argsort(features["token_ids"].row_lengths(), stable=True)
-    return tf.nest.map_structure(lambda values: tf.gather(values, order), (features, *targets))
 
 
 def _dense(features, *targets):

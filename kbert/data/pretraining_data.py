@@ -28,6 +28,7 @@ from absl import logging
 
 from kbert import artifacts
 from kbert import io
+from kbert import rates
 from kbert import tokenization
 from kbert.data import corpus
 from kbert.data import features as features_lib
@@ -410,11 +411,11 @@ def chunk_documents(documents, chunk_bytes):
 
 
 class _Progress:
-    """One stderr line: percent of input read, instances, instances/s, elapsed."""
+    """One stderr line: percent of input read, instances, instances/s, elapsed, ETA."""
 
     def __init__(self, total_bytes, enabled=True, interval=0.5):
         self.total, self.enabled, self.interval = total_bytes, enabled, interval
-        self.bytes = self.limit = self.instances = self.skipped = 0
+        self.bytes = self.limit = self.instances = self.skipped = self.skipped_bytes = 0
         self.start = self.last = time.monotonic()
         self.tty = sys.stderr.isatty()
 
@@ -427,7 +428,8 @@ class _Progress:
 
     def skip(self, byte_range, instances):
         self.instances += instances
-        self.skipped += instances  # not made by this run: left out of the rate
+        self.skipped += instances  # not made by this run: left out of the rates
+        self.skipped_bytes += byte_range.end - byte_range.start
         self.end(byte_range)
 
     def add_bytes(self, num_bytes):
@@ -442,9 +444,14 @@ class _Progress:
     def line(self):
         elapsed = time.monotonic() - self.start
         rate = (self.instances - self.skipped) / max(elapsed, 1e-9)
-        percent = 100 * min(self.bytes, self.total) / max(self.total, 1)
+        done = min(self.bytes, self.total)
+        percent = 100 * done / max(self.total, 1)
+        # The time left goes by the input read, as the percent does.
+        eta = rates.seconds_left(self.total - done,
+                                 (done - self.skipped_bytes) / max(elapsed, 1e-9))
         return (f"{percent:5.1f}% of {self.total / 1e6:.1f} MB  {self.instances:,} instances  "
-                f"{rate:,.0f} instances/s  {elapsed:.0f}s")
+                f"{rate:,.0f} instances/s  {rates.format_duration(elapsed)}  "
+                f"ETA {rates.format_duration(eta)}")
 
     def _show(self, force=False):
         now = time.monotonic()

@@ -9,12 +9,15 @@ from kbert.data import records
 
 def pretraining_dataset(file_pattern, batch_size, *, max_seq_length=None,
                         max_predictions_per_seq=None, shuffle=True, repeat=True, seed=None,
-                        shuffle_buffer=10000, cycle_length=4, drop_remainder=True):
+                        shuffle_buffer=10000, cycle_length=4, drop_remainder=True,
+                        skip_batches=0):
     """Pretraining TFRecords -> batches of `(inputs, labels, sample_weights)` for `fit`.
 
     With `shuffle`, files are shuffled, read `cycle_length` at a time (interleaved) and records
     shuffled (Google's run_pretraining.py `input_fn_builder` for training); without, files are
-    read one after the other. Then batched, parsed and prefetched.
+    read one after the other. Then batched, parsed and prefetched. Seeded, the batches are a
+    function of the seed and their position: `skip_batches` continues the stream of a run
+    resumed at that step (the records before it are read again, but not parsed).
 
     Args:
         file_pattern: str or list of str. Files or globs, comma-separated allowed.
@@ -28,6 +31,7 @@ def pretraining_dataset(file_pattern, batch_size, *, max_seq_length=None,
         shuffle_buffer: int. Records in the shuffle buffer. Defaults to 10000.
         cycle_length: int. Files read at once. Defaults to 4.
         drop_remainder: bool. Defaults to True (static batch shape).
+        skip_batches: int. Batches to leave out at the start. Defaults to 0.
 
     Returns:
         `tf.data.Dataset` of (inputs, labels, sample_weights); see
@@ -53,7 +57,7 @@ def pretraining_dataset(file_pattern, batch_size, *, max_seq_length=None,
     else:  # file by file, in order (Google's eval input)
         ds = tf.data.TFRecordDataset(files)
         ds = ds.repeat() if repeat else ds
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder).skip(skip_batches)
     ds = ds.map(lambda serialized: features_lib.to_pretraining_inputs(
         features_lib.parse_pretraining_examples(
             serialized, max_seq_length, max_predictions_per_seq)),

@@ -5,28 +5,25 @@ Serving build with the tensorflow-text ops to serve): tokenization is in the gra
 vocab and label names are SavedModel assets.
 """
 
-import json
 import os
 import shutil
 import tempfile
 
-import keras
 import tensorflow as tf
 
+from kbert import artifacts
 from kbert.export import serving
+from kbert.models import opening
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
 from kbert.models.precision import with_compute_dtype
+from kbert.models.pretrainer import BertPretrainer
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.models.token_classifier import BertTokenClassifier
 from kbert.tokenization import vocab as vocab_lib
 
 TEXT_SIGNATURE = serving.TEXT_SIGNATURE
 TOKEN_IDS_SIGNATURE = serving.TOKEN_IDS_SIGNATURE
-MODEL_FILE = "model.keras"
-# Written by kbert.tasks.fine_tuning.write_outputs beside model.keras: keyword arguments of
-# `export_saved_model` (tasks and export may not import each other, so the name is here too).
-EXPORT_SETTINGS_FILE = "export_settings.json"
 _TASKS = (("span_labeler", BertSpanLabeler), ("classifier", BertClassifier),
           ("tagger", BertTokenClassifier), ("encoder", BertEncoder))
 
@@ -34,8 +31,8 @@ _TASKS = (("span_labeler", BertSpanLabeler), ("classifier", BertClassifier),
 def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
                        max_seq_length=128, never_split=None, label_names=None,
                        text_pair=False, max_query_length=64, max_answer_length=30,
-                       null_score_diff_threshold=0.0, overwrite=False,
-                       compute_dtype="float32") -> str:
+                       null_score_diff_threshold=0.0, thresholds=None, multi_label=None,
+                       overwrite=False, compute_dtype="float32") -> str:
     """Writes `model` as a SavedModel with a raw-text and a token-id serving signature.
 
     `serving_default` takes string tensors [batch]: `text` (or `text_a` and `text_b` with
@@ -47,7 +44,11 @@ def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
     - `kbert.BertEncoder`: `pooled_output` [batch, hidden], `sequence_output`
       [batch, seq, hidden];
     - `BertClassifier`: `logits` and `probabilities` [batch, classes], `label_id` int32 and,
-      with `label_names`, `label` string; a regression head (1 class) returns `score`;
+      with `label_names`, `label` string; a regression head (1 class) returns `score`. A
+      `multi_label` classifier returns every label: `logits`, `probabilities` (the sigmoid of
+      each logit) and `predicted` bool (probability >= the label's threshold), all
+      [batch, labels], and with `label_names` the names, string [batch, labels], so that
+      row b's label j is `label_names[b, j]` with `probabilities[b, j]`;
     - `BertSpanLabeler`: `start_logits`, `end_logits` [batch, seq]; `answer` string, the
       context text of the best valid span (see `serving.best_spans`; "" if the context is
       empty or, with `allow_null`, when "no answer" wins), and `answer_start`,
@@ -97,6 +98,12 @@ def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
         max_answer_length: int. Span labeler: longest answer in pieces. Defaults to 30.
         null_score_diff_threshold: float. Span labeler with `allow_null`: answer "" when the
             [CLS] score exceeds the best span's by more than this. Defaults to 0.0.
+        thresholds: sequence of float in [0, 1], one per label, or None. Multi-label
+            classifier: a label is `predicted` when its probability is at least its
+            threshold. Defaults to 0.5 for each.
+        multi_label: bool or None. What a recipe recorded (`export_settings.json`); the
+            model carries it (`BertClassifier.multi_label`), so this only checks that the two
+            agree. Defaults to None.
         overwrite: bool. Replace a non-empty `export_dir`. Defaults to False.
         compute_dtype: str. "float32", or "bfloat16" (or "float16") to serve a copy that
             computes in that dtype with the same float32 weights (see
@@ -126,13 +133,14 @@ def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
                          f"{max_seq_length - 4}], got {max_query_length}")
     if text_pair and task in ("span_labeler", "tagger"):
         raise ValueError(f"text_pair does not apply to a {type(model).__name__}")
+    thresholds = _thresholds(model, thresholds, multi_label)
     vocab = vocab_lib.load_vocab(vocab_file)
     vocab_lib.check_vocab_size(vocab, encoder.vocabulary_size)  # as the recipes check
     if never_split is None:
         never_split = vocab_lib.load_added_tokens(vocab_file)
     model = with_compute_dtype(model, compute_dtype)
     with tempfile.TemporaryDirectory(prefix="kbert-export-assets-") as asset_dir:
-        assets = {"vocab": _write_lines(asset_dir, "vocab.txt", vocab.tokens)}
+        assets = {"vocab": _write_lines(asset_dir, artifacts.VOCAB_FILE, vocab.tokens)}
         if never_split:
             assets["added_tokens"] = _write_lines(asset_dir, vocab_lib.ADDED_TOKENS_FILE,
                                                   never_split)
@@ -141,42 +149,34 @@ def export_saved_model(model, export_dir, vocab_file, *, do_lower_case=True,
             assets["labels"] = _write_lines(asset_dir, "label_names.txt", label_names)
         module = serving.ServingModule(
             model, task, assets, vocab, do_lower_case, list(never_split), max_seq_length,
-            text_pair, max_query_length, max_answer_length, null_score_diff_threshold)
+            text_pair, max_query_length, max_answer_length, null_score_diff_threshold,
+            thresholds)
         _save_atomically(module, module.signatures(), export_dir, overwrite)
     return export_dir
 
 
-def load_for_export(path) -> tuple:
+def load_for_export(path, vocab_file=None) -> tuple:
     """The model at `path` with its vocab file and recorded export settings.
 
     Args:
-        path: str. A recipe's output directory (its `model.keras`), a `.keras` file, or a
-            Google checkpoint (release directory or prefix: a `BertEncoder`).
+        path: str. Anything `kbert.models.opening.open_model` opens, as `kbert.convert`
+            reads: a recipe's output directory (its `model.keras`), a `.keras` file, a Google
+            checkpoint or release name, a Hugging Face or keras-hub directory. The model is
+            the one its head makes; a pretrained model's encoder (its pretraining heads are
+            not served).
+        vocab_file: str or None. Defaults to the vocab beside the model.
 
     Returns:
-        (model, vocab_file, settings): the vocab is the `vocab.txt` beside the model (None if
-        there is none); settings are the keyword arguments of `export_saved_model` that the
-        recipe recorded in `export_settings.json` (text pairs, label names, casing,
-        lengths), or {}.
+        (model, vocab_file, settings): the vocab is None if there is none; settings are the
+        keyword arguments of `export_saved_model` that the recipe recorded in
+        `export_settings.json` (text pairs, label names, casing, lengths, a multi-label
+        classifier's thresholds), or {}.
     """
-    path = os.fspath(path)
-    if os.path.isdir(path) and os.path.exists(os.path.join(path, MODEL_FILE)):
-        path = os.path.join(path, MODEL_FILE)
-    if path.endswith(".keras"):
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{path}: not found")
-        model = keras.saving.load_model(path)
-        directory = os.path.dirname(os.path.abspath(path))
-    else:
-        model = BertEncoder.from_google_checkpoint(path)
-        directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    vocab_file = os.path.join(directory, "vocab.txt")
-    settings_file = os.path.join(directory, EXPORT_SETTINGS_FILE)
-    settings = {}
-    if os.path.exists(settings_file):
-        with open(settings_file, encoding="utf-8") as f:
-            settings = json.load(f)
-    return model, vocab_file if os.path.exists(vocab_file) else None, settings
+    source = opening.open_model(path, vocab_file)
+    model = source.load()
+    if isinstance(model, BertPretrainer):
+        model = model.encoder
+    return model, source.vocab_file, source.settings
 
 
 def _task_of(model):
@@ -188,8 +188,34 @@ def _task_of(model):
                     f"one of {names}")
 
 
+def _thresholds(model, thresholds, multi_label):
+    """The thresholds of a multi-label classifier as a list of float; None for other models."""
+    multi = getattr(model, "multi_label", False)
+    if multi_label is not None and bool(multi_label) != multi:
+        raise ValueError(f"multi_label={multi_label} was recorded, but the model's "
+                         f"multi_label is {multi}")
+    if not multi:
+        if thresholds is not None:
+            raise ValueError(f"thresholds apply to a multi-label classifier, not a "
+                             f"{type(model).__name__}"
+                             + (" (multi_label=False)" if isinstance(model, BertClassifier)
+                                else ""))
+        return None
+    if thresholds is None:
+        return [0.5] * model.num_classes
+    if isinstance(thresholds, str) or len(thresholds) != model.num_classes:
+        raise ValueError(f"thresholds must be one float per label ({model.num_classes}), got "
+                         f"{thresholds!r}")
+    thresholds = [float(t) for t in thresholds]
+    for i, threshold in enumerate(thresholds):
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"thresholds[{i}] must be a probability in [0, 1], got "
+                             f"{threshold}")
+    return thresholds
+
+
 def _check_label_names(model, task, label_names):
-    if task not in ("classifier", "tagger") or getattr(model, "num_classes", 0) == 1:
+    if task not in ("classifier", "tagger") or getattr(model, "is_regression", False):
         raise ValueError(f"label_names do not apply to a {type(model).__name__}"
                          + (" regression head" if task == "classifier" else ""))
     if isinstance(label_names, str):

@@ -29,10 +29,13 @@ class ServingModule(tf.Module):
         do_lower_case, never_split, max_seq_length: the preprocessing of training.
         text_pair: bool. `serving_default` takes `text_a`, `text_b` rather than `text`.
         max_query_length, max_answer_length, null_score_diff_threshold: span labeler only.
+        thresholds: list of float [labels], or None. A multi-label classifier's: a label is
+            predicted where its probability is at least its threshold.
     """
 
     def __init__(self, model, task, assets, vocab, do_lower_case, never_split, max_seq_length,
-                 text_pair, max_query_length, max_answer_length, null_score_diff_threshold):
+                 text_pair, max_query_length, max_answer_length, null_score_diff_threshold,
+                 thresholds=None):
         super().__init__(name=f"kbert_{task}")
         self.model = model
         self.model_variables = list(model.variables)
@@ -66,6 +69,7 @@ class ServingModule(tf.Module):
         self._max_query_length = max_query_length
         self._max_answer_length = max_answer_length
         self._null_threshold = null_score_diff_threshold
+        self._thresholds = thresholds
 
     def signatures(self):
         """{signature name: concrete function}: raw text, and Google's token-id inputs."""
@@ -189,6 +193,8 @@ class ServingModule(tf.Module):
         if self.task == "tagger":  # argmax, or Viterbi over the label_mask positions
             label_ids = tf.where(label_mask > 0, self._decode(logits, label_mask), -1)
             result = {"logits": logits, "label_ids": label_ids}
+        elif self._thresholds is not None:  # multi-label: each label on its own
+            return self._multi_label_outputs(logits)
         elif logits.shape[-1] == 1:  # regression (STS-B)
             return {"score": logits[:, 0]}
         else:
@@ -198,6 +204,16 @@ class ServingModule(tf.Module):
             result["labels"] = self._label_names(result["label_ids"])
         elif self.label_table is not None:
             result["label"] = self._label_names(result["label_id"])
+        return result
+
+    def _multi_label_outputs(self, logits):
+        """Every label's probability and decision; its name, [batch, labels] as the others."""
+        probabilities = tf.math.sigmoid(logits)
+        result = {"logits": logits, "probabilities": probabilities,
+                  "predicted": probabilities >= tf.constant(self._thresholds, tf.float32)}
+        if self.label_table is not None:
+            names = self._label_names(tf.range(len(self._thresholds)))
+            result["label_names"] = tf.broadcast_to(names, tf.shape(logits))
         return result
 
     def _decode(self, logits, label_mask):

@@ -184,12 +184,13 @@ class BertEncoder(keras.Model):
 
         Args:
             path: str. A release directory (`bert_config.json`, `bert_model.ckpt.*`), a training
-                directory (latest checkpoint), or a checkpoint prefix.
+                directory (latest checkpoint), or a checkpoint prefix; or a `GoogleCheckpoint`
+                already open (any format, see `kbert.models.opening.open_model`).
             config: `BertConfig` or path of a `bert_config.json`. Defaults to the
                 `bert_config.json` found beside the checkpoint.
             **kwargs: passed to the constructor (e.g. `dtype`, `name`).
         """
-        source = checkpoints.GoogleCheckpoint.open(path, config)
+        source = checkpoints.GoogleCheckpoint.opened(path, config)
         model = cls(**source.config.encoder_kwargs(), **kwargs)
         checkpoints.load_google_weights(model, source)
         return model

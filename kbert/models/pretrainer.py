@@ -7,12 +7,11 @@ from absl import logging
 from kbert import checkpoints
 from kbert.layers.embeddings import LAYER_NORM_EPSILON
 from kbert.layers.transformer import get_activation
-from kbert.models.encoder import BertEncoder
-from kbert.models.task_model import TaskModel
+from kbert.models.task import BertTask
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertPretrainer(TaskModel):
+class BertPretrainer(BertTask):
     """BERT with the pretraining heads of Google's run_pretraining.py.
 
     The masked-LM head is dense + `hidden_act` + LayerNorm, then the word-embedding table
@@ -40,6 +39,9 @@ class BertPretrainer(TaskModel):
     """
 
     HEADS = ("checkpoint", "fresh")  # where `from_google_checkpoint` takes the heads from
+    # The encoder only, not the heads: they are rebuilt and re-tied on load, never serialised
+    # apart.
+    CONFIG_KEYS = ("sentence_head",)
 
     def __init__(self, encoder, sentence_head=True, dtype=None, **kwargs):
         initializer = keras.initializers.TruncatedNormal(stddev=encoder.initializer_range)
@@ -80,18 +82,14 @@ class BertPretrainer(TaskModel):
         # === Config ===
         self.sentence_head = sentence_head
 
-    @property
-    def bert_config(self):
-        """The encoder's hyper-parameters as a `kbert.BertConfig`."""
-        return self.encoder.bert_config
-
     @classmethod
     def from_google_checkpoint(cls, path, config=None, heads="checkpoint", sentence_head=True,
                                **kwargs):
         """Builds encoder and heads and loads a Google checkpoint.
 
         Args:
-            path: str. Release directory, training directory or checkpoint prefix.
+            path: str. Release directory, training directory or checkpoint prefix; or
+                an open `GoogleCheckpoint` (any format: `kbert.models.opening`).
             config: `BertConfig` or path of a `bert_config.json`. Defaults to the one beside
                 the checkpoint.
             heads: str. "checkpoint": every weight, heads (`cls/*`) included, from the
@@ -104,17 +102,19 @@ class BertPretrainer(TaskModel):
         """
         if heads not in cls.HEADS:
             raise ValueError(f"heads must be one of {cls.HEADS}, got {heads!r}")
-        source = checkpoints.GoogleCheckpoint.open(path, config)
-        model = cls(BertEncoder(**source.config.encoder_kwargs(), **kwargs),
-                    sentence_head=sentence_head)
-        if heads == "fresh":
-            checkpoints.load_google_weights(model.encoder, source)
+        return cls._from_google_checkpoint(path, config, kwargs, new_head=heads == "fresh",
+                                           sentence_head=sentence_head)
+
+    def _load_google_weights(self, source, new_head):
+        # "fresh" heads stay new even where the checkpoint has some: load the encoder alone.
+        if new_head:
+            checkpoints.load_google_weights(self.encoder, source)
             logging.info("%s: encoder loaded; pretraining heads initialized fresh "
                          "(truncated normal, stddev %s)", source.prefix,
                          source.config.initializer_range)
-            return model
+            return
         try:
-            checkpoints.load_google_weights(model, source)
+            checkpoints.load_google_weights(self, source)
         except ValueError as e:
             if "cls/" not in str(e):
                 raise
@@ -123,28 +123,3 @@ class BertPretrainer(TaskModel):
                              "heads='fresh' (run_pretraining.py: --init_heads=fresh); a "
                              "masked-LM-only checkpoint (no cls/seq_relationship) loads with "
                              "sentence_head=False (--pair_task=none)") from None
-        return model
-
-    @classmethod
-    def from_preset(cls, name_or_path, **kwargs):
-        """`from_google_checkpoint` for one of Google's releases by name (or any path).
-
-        Args:
-            name_or_path: str. A name of `kbert.list_presets()`, e.g.
-                "uncased_L-12_H-768_A-12", downloaded once into `$KBERT_HOME`; or a path.
-            **kwargs: passed to `from_google_checkpoint`.
-        """
-        return cls.from_google_checkpoint(name_or_path, **kwargs)
-
-    def get_config(self):
-        # The encoder only: the heads are rebuilt and re-tied on load, never serialised apart.
-        config = super().get_config()
-        config["encoder"] = keras.layers.serialize(self.encoder)
-        config["sentence_head"] = self.sentence_head
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.layers.deserialize(config["encoder"])
-        return cls(**config)

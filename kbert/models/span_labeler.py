@@ -2,11 +2,10 @@
 
 import keras
 
-from kbert import checkpoints
-from kbert.models.encoder import BertEncoder
-from kbert.models.task_model import TaskModel
+from kbert.models.task import BertTask
 
 MASKED_LOGIT = -1e9  # exp() of it is exactly 0 in float32; finite, so a loss never sees inf
+_OUTPUTS = ("start_logits", "end_logits")  # the model's output names, each its own loss
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -55,7 +54,7 @@ class ContextMask(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertSpanLabeler(TaskModel):
+class BertSpanLabeler(BertTask):
     """Extractive question answering: a start and an end logit per token.
 
     As Google's run_squad.py `create_model`: one dense layer with two outputs on the
@@ -84,6 +83,8 @@ class BertSpanLabeler(TaskModel):
     ```
     """
 
+    CONFIG_KEYS = ("allow_null",)
+
     def __init__(self, encoder, allow_null=False, dtype=None, **kwargs):
         dtype = dtype or encoder.dtype_policy
 
@@ -108,31 +109,28 @@ class BertSpanLabeler(TaskModel):
         # === Config ===
         self.allow_null = allow_null
 
-    @property
-    def bert_config(self):
-        """The encoder's hyper-parameters as a `kbert.BertConfig`."""
-        return self.encoder.bert_config
+    def default_loss(self):
+        """The loss of `compile(loss="auto")`.
+
+        Google's: the mean of the start and end cross-entropies (sparse labels, positions
+        into seq; targets keyed "start_logits", "end_logits"), through `compile`'s default
+        `loss_weights`.
+        """
+        return {name: keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+                for name in _OUTPUTS}
+
+    def default_metrics(self):
+        """The metrics of `compile(metrics="auto")`.
+
+        Sparse categorical accuracy of start and of end.
+        """
+        return {name: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+                for name in _OUTPUTS}
 
     def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
-        """`keras.Model.compile` with defaults for this head.
-
-        Args:
-            optimizer: a Keras optimizer; "auto" is Adam at 5e-5 (to fine-tune prefer
-                `kbert.create_optimizer`, BERT's AdamW with warm-up and decay).
-            loss: "auto" is Google's: the mean of the start and end cross-entropies (sparse
-                labels, positions into seq; targets keyed "start_logits", "end_logits").
-            metrics: "auto" is sparse categorical accuracy of start and of end.
-            **kwargs: passed to `keras.Model.compile` (e.g. `jit_compile`).
-        """
-        if optimizer == "auto":
-            optimizer = keras.optimizers.Adam(5e-5)
+        """`BertTask.compile`; `loss="auto"` also weighs start and end 0.5 each (a mean)."""
         if loss == "auto":
-            loss = {name: keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-                    for name in ("start_logits", "end_logits")}
-            kwargs.setdefault("loss_weights", {"start_logits": 0.5, "end_logits": 0.5})
-        if metrics == "auto":
-            metrics = {name: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-                       for name in ("start_logits", "end_logits")}
+            kwargs.setdefault("loss_weights", dict.fromkeys(_OUTPUTS, 0.5))
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     @classmethod
@@ -145,26 +143,11 @@ class BertSpanLabeler(TaskModel):
         `cls/squad/output_bias` [2]).
 
         Args:
-            path: str. Release directory, training directory or checkpoint prefix.
+            path: str. Release directory, training directory or checkpoint prefix; or
+                an open `GoogleCheckpoint` (any format: `kbert.models.opening`).
             allow_null: bool. [CLS] means "no answer" (SQuAD 2.0). Defaults to False.
             config: `BertConfig` or path of a `bert_config.json`. Defaults to the one beside
                 the checkpoint.
             **kwargs: passed to `BertEncoder` (e.g. `dtype`).
         """
-        source = checkpoints.GoogleCheckpoint.open(path, config)
-        model = cls(BertEncoder(**source.config.encoder_kwargs(), **kwargs),
-                    allow_null=allow_null)
-        checkpoints.load_google_weights(model, source, new_head=True)
-        return model
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"encoder": keras.layers.serialize(self.encoder),
-                       "allow_null": self.allow_null})
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.layers.deserialize(config["encoder"])
-        return cls(**config)
+        return cls._from_google_checkpoint(path, config, kwargs, allow_null=allow_null)

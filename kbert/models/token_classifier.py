@@ -2,14 +2,12 @@
 
 import keras
 
-from kbert import checkpoints
 from kbert.layers.crf import CRF
-from kbert.models.encoder import BertEncoder
-from kbert.models.task_model import TaskModel
+from kbert.models.task import BertTask
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertTokenClassifier(TaskModel):
+class BertTokenClassifier(BertTask):
     """Token classification (NER) on BERT's sequence output.
 
     Dropout, then a dense layer (truncated-normal 0.02 kernel, zero bias) on every position
@@ -42,6 +40,8 @@ class BertTokenClassifier(TaskModel):
     label_ids = tagger.decode(tagger.predict_on_batch(inputs), label_weights)
     ```
     """
+
+    CONFIG_KEYS = ("num_labels", "use_crf", "dropout")
 
     def __init__(self, encoder, num_labels, use_crf=False, dropout=0.1, dtype=None, **kwargs):
         if num_labels < 1:
@@ -76,44 +76,32 @@ class BertTokenClassifier(TaskModel):
         self.use_crf = use_crf
         self.dropout = dropout
 
-    @property
-    def bert_config(self):
-        """The encoder's hyper-parameters as a `kbert.BertConfig`."""
-        return self.encoder.bert_config
+    def default_loss(self):
+        """The loss of `compile(loss="auto")`.
+
+        Sparse categorical cross-entropy on the logits, averaged over the sample weights
+        (`reduction="mean_with_sample_weight"`); None with a CRF, whose loss is always its
+        own (see `compute_loss`).
+        """
+        if self.use_crf:
+            return None
+        return keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="mean_with_sample_weight")
+
+    def default_metrics(self):
+        """The metrics of `compile(metrics="auto")`.
+
+        Sparse categorical accuracy of the per-position argmax, weighted by the sample
+        weights (word accuracy, for label weights).
+        """
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
     def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
-        """`keras.Model.compile` with defaults for this head.
-
-        Args:
-            optimizer: a Keras optimizer; "auto" is Adam at 5e-5 (to fine-tune prefer
-                `kbert.create_optimizer`, BERT's AdamW with warm-up and decay).
-            loss: "auto" is sparse categorical cross-entropy on the logits, averaged over
-                the sample weights (`reduction="mean_with_sample_weight"`). With a CRF the
-                loss is always the CRF's (see `compute_loss`); pass "auto" or None.
-            metrics: "auto" is sparse categorical accuracy of the per-position argmax,
-                weighted by the sample weights (word accuracy, for label weights).
-            **kwargs: passed to `keras.Model.compile` (e.g. `jit_compile`).
-        """
-        if optimizer == "auto":
-            optimizer = keras.optimizers.Adam(5e-5)
-        if self.use_crf:
-            if loss not in ("auto", None):
-                raise ValueError("a CRF tagger trains on the CRF negative log-likelihood; "
-                                 f"compile it with loss='auto' or None, not {loss!r}")
-            loss = None
-        elif loss == "auto":
-            loss = keras.losses.SparseCategoricalCrossentropy(
-                from_logits=True, reduction="mean_with_sample_weight")
-        if metrics == "auto":
-            metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+        """`BertTask.compile`; with a CRF, `loss` must be "auto" or None."""
+        if self.use_crf and loss not in ("auto", None):
+            raise ValueError("a CRF tagger trains on the CRF negative log-likelihood; "
+                             f"compile it with loss='auto' or None, not {loss!r}")
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
-
-    def compile_from_config(self, config):
-        # Keras skips restoring the compile state of a model that overrides `compile`; the
-        # saved config holds the resolved optimizer, loss and metrics, so compile with them.
-        self.compile(**keras.saving.deserialize_keras_object(config))
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The compiled loss; with a CRF, its negative log-likelihood.
@@ -156,7 +144,8 @@ class BertTokenClassifier(TaskModel):
         also restores its head (`cls/ner/*`, see `kbert.checkpoints.tf1_names`).
 
         Args:
-            path: str. Release directory, training directory or checkpoint prefix.
+            path: str. Release directory, training directory or checkpoint prefix; or
+                an open `GoogleCheckpoint` (any format: `kbert.models.opening`).
             num_labels: int. Number of labels.
             use_crf: bool. Add a CRF output layer. Defaults to False.
             config: `BertConfig` or path of a `bert_config.json`. Defaults to the one beside
@@ -164,24 +153,5 @@ class BertTokenClassifier(TaskModel):
             dropout: float. Dropout on the sequence output. Defaults to 0.1.
             **kwargs: passed to `BertEncoder` (e.g. `dtype`).
         """
-        source = checkpoints.GoogleCheckpoint.open(path, config)
-        model = cls(BertEncoder(**source.config.encoder_kwargs(), **kwargs), num_labels,
-                    use_crf=use_crf, dropout=dropout)
-        checkpoints.load_google_weights(model, source, new_head=True)
-        return model
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({
-            "encoder": keras.layers.serialize(self.encoder),
-            "num_labels": self.num_labels,
-            "use_crf": self.use_crf,
-            "dropout": self.dropout,
-        })
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.layers.deserialize(config["encoder"])
-        return cls(**config)
+        return cls._from_google_checkpoint(path, config, kwargs, num_labels=num_labels,
+                                           use_crf=use_crf, dropout=dropout)

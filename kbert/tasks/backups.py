@@ -7,7 +7,8 @@ file that every later run failed on, with an h5py error, even with `double_check
 the weights). Here each backup is a directory `epoch-NNNNNN` holding the weights with the
 optimizer state and `training_metadata.json`, written under a temporary name and renamed when
 complete (`kbert.io.atomic_directory`); the newest stays until then, and after as a
-fallback. The space a backup needs is checked before it is written. A restart restores the
+fallback. The space a backup needs is checked before it is written (and a full disk while
+writing, another writer's doing, raises the same `kbert.io.DiskFull`). A restart restores the
 newest backup that loads and falls back to older ones (and to the files of Keras' callback
 that an older kbert left).
 """
@@ -39,7 +40,8 @@ _UNREADABLE = (OSError, ValueError, KeyError, RuntimeError)
 class Backup(keras.callbacks.Callback):
     """Backs up weights, optimizer state, dropout's random state and the epoch after every
     epoch; restores them at the start of training (`model._initial_epoch`, as Keras'
-    `BackupAndRestore`).
+    `BackupAndRestore`), or before it: `set_model`, then `restore`, whose epoch says where a
+    data stream resumes.
 
     Args:
         backup_dir: str. Holds the backups (and may hold other files, e.g. the best epoch's
@@ -102,7 +104,13 @@ class Backup(keras.callbacks.Callback):
             raise io.DiskFull(os.path.join(final, WEIGHTS_FILE), needed)
         try:
             with io.atomic_directory(final) as tmp:
-                self.model.save_weights(os.path.join(tmp, WEIGHTS_FILE))
+                try:
+                    self.model.save_weights(os.path.join(tmp, WEIGHTS_FILE))
+                except Exception as e:
+                    # Another writer took the space after the check: the same error.
+                    if io.is_disk_full(e):
+                        raise io.DiskFull(os.path.join(final, WEIGHTS_FILE), needed) from e
+                    raise
                 with open(os.path.join(tmp, METADATA_FILE), "w", encoding="utf-8") as f:
                     json.dump({"epoch": epoch,
                                "global_step": distribution.global_step(self.model),
@@ -138,7 +146,9 @@ class Backup(keras.callbacks.Callback):
             metadata = json.load(f)
         optimizer = self.model.optimizer
         if optimizer is not None and not optimizer.built:
-            optimizer.build(self.model.trainable_variables)  # its variables, to load into
+            # Its variables, to load into; beside the model's (restored before `fit`, too).
+            with self.model.distribute_strategy.scope():
+                optimizer.build(self.model.trainable_variables)
         if weights.endswith(".weights.h5"):
             self.model.load_weights(weights)
         else:  # Keras' `.bkp` copy: load_weights goes by the file name's ending

@@ -14,12 +14,13 @@ _SPECIAL = re.compile(r"^\[[A-Za-z0-9_]+\]$")  # [CLS], [unused12], ...
 _MIN_LOWER_PIECES = 100  # a vocab this big with no upper-case piece is an uncased vocab
 
 
-def check_casing(do_lower_case, vocab_file, init_checkpoint=None):
+def check_casing(do_lower_case, vocab, init_checkpoint=None):
     """Raises ValueError when `do_lower_case` contradicts the checkpoint or its vocab.
 
     Google's rule: a release directory named `uncased_*`, `multilingual_*` or `chinese_*` is
-    uncased, `cased_*` / `multi_cased_*` cased. Then the vocab: word pieces with upper-case
-    letters mean a cased model; 100 or more lower-case pieces and no upper-case one, uncased.
+    uncased, `cased_*` / `multi_cased_*` cased. Then the vocab (a `Vocab`, or the path of a
+    vocab.txt): word pieces with upper-case letters mean a cased model; 100 or more
+    lower-case pieces and no upper-case one, uncased.
     """
     fix = "or pass allow_casing_mismatch (--allow_casing_mismatch) if this is intended"
     match = _RELEASE_NAME.search(os.path.abspath(init_checkpoint)) if init_checkpoint else None
@@ -31,7 +32,10 @@ def check_casing(do_lower_case, vocab_file, init_checkpoint=None):
                 f"{'uncased' if uncased else 'cased'}, but do_lower_case={do_lower_case}; pass "
                 f"--do_lower_case={str(uncased).lower()}, {fix}")
         return
-    tokens = [t for t in vocab_lib.load_vocab(vocab_file).tokens if not _SPECIAL.match(t)]
+    if not isinstance(vocab, vocab_lib.Vocab):
+        vocab = vocab_lib.load_vocab(vocab)
+    vocab_file = vocab.path or "the vocab"
+    tokens = [t for t in vocab.tokens if not _SPECIAL.match(t)]
     upper = [t for t in tokens if t != t.lower()]
     lower = sum(1 for t in tokens if t != t.upper())
     if do_lower_case and upper:

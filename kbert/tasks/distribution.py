@@ -37,8 +37,10 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+from kbert.tasks import configs
+
+STRATEGIES = configs.STRATEGIES
+PRECISIONS = configs.PRECISIONS
 
 
 def check(distribution_strategy="one_device", mixed_precision="float32"):

@@ -16,7 +16,6 @@ Files written to `output_dir` besides the shared layout of `kbert.tasks.fine_tun
                             probability of each class (or the score, for regression).
 """
 
-import dataclasses
 import math
 import os
 
@@ -25,18 +24,19 @@ import numpy as np
 from absl import logging
 
 from kbert import io
-from kbert import ranges
 from kbert.data import glue
 from kbert.data import packing
 from kbert.data import pipeline
+from kbert.models import opening
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
 from kbert.tasks import distribution
-from kbert.tasks import epoch_callbacks
 from kbert.tasks import fine_tuning
 from kbert.tasks import glue_metrics
-from kbert.tasks import run_manifest
+from kbert.tasks import template
+from kbert.tasks.configs import GlueConfig
 from kbert.tokenization import BertPreprocessor
+from kbert.tokenization import vocab as vocab_lib
 
 OWN_TASK = "own"  # `TaskSpec.name` of a user's own data
 # The score of each metric that picks the best epoch.
@@ -44,94 +44,26 @@ PRIMARY_SCORE = {"accuracy": "accuracy", "f1_accuracy": "accuracy_and_f1",
                  "matthews_corrcoef": "matthews_corrcoef", "pearson_spearman": "correlation"}
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class GlueConfig(fine_tuning.FineTuningConfig):
-    """One classification run: the shared settings (`FineTuningConfig`) plus its data.
+def data_files(config, spec):
+    """(option, path) of every file the steps of `config` ask for read."""
+    wanted = ([("train", spec.splits["train"])] if config.do_train else []) + (
+        list(spec.dev_files) if config.do_eval else []) + (
+        [(split, file) for split, file, _ in spec.test_files] if config.do_predict else [])
+    if config.task_name is None:
+        return [(f"{split}_file", file) for split, file in wanted]
+    return [(f"{split} split of data_dir", os.path.join(config.data_dir, file))
+            for split, file in wanted]
 
-    Args:
-        task_name: str. A GLUE task ("MRPC", "SST-2", "MNLI", ...; see `kbert.data.glue`),
-            read from `data_dir`. None for own data.
-        data_dir: str. The task's GLUE directory (`train.tsv`, `dev.tsv`, `test.tsv`).
-        train_file, dev_file, test_file: str. Own data (`.csv`, `.tsv` with a header, or
-            `.jsonl`) instead of a GLUE task; needed by do_train, do_eval, do_predict.
-        text_a_column, text_b_column, label_column: str. Own data's columns (JSON keys).
-            Defaults "text_a", None (single texts), "label".
-        labels: tuple of str. Own data's classes in id order. Defaults to the sorted labels
-            of `train_file` (or those recorded beside a trained model).
-        regression: bool. Own data's labels are real numbers. Defaults to False.
-        max_train_examples: int. Train on a seeded random subset of this many examples.
-        skip_bad_rows: bool. Skip (and log with file:line) malformed rows of the dev and test
-            files instead of stopping at the first; train rows are always skipped so.
-            Defaults to False.
-        pack_examples: bool. Train on packed rows (`kbert.data.packing`: several short
-            examples per row, each attending to itself only; the same examples per step).
-            Evaluation, predictions and the saved model are the usual unpacked classifier.
-            Classification on one device only. Measured slower than the default
-            length-grouped batches on a CPU (BENCHMARKS.md). Defaults to False.
-    """
 
-    task_name: str | None = None
-    data_dir: str | None = None
-    train_file: str | None = None
-    dev_file: str | None = None
-    test_file: str | None = None
-    text_a_column: str = "text_a"
-    text_b_column: str | None = None
-    label_column: str = "label"
-    labels: tuple[str, ...] | None = None
-    regression: bool = False
-    max_train_examples: int | None = ranges.field(None, ranges.at_least(1))
-    skip_bad_rows: bool = False
-    pack_examples: bool = False
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.pack_examples and self.distribution_strategy != "one_device":
-            raise ValueError("pack_examples trains on one device (distribution_strategy="
-                             f"'one_device'), got {self.distribution_strategy!r}")
-        if self.pack_examples and (self.regression or self.task_name is not None and
-                                   glue.get_task(self.task_name).num_classes == 1):
-            raise ValueError("pack_examples is for classification, not regression")
-        own = [f for f in ("train_file", "dev_file", "test_file") if getattr(self, f)]
-        if self.task_name is None:
-            if not own:
-                raise ValueError("pass task_name and data_dir (a GLUE task), or train_file / "
-                                 "dev_file / test_file (own data)")
-            if self.labels is not None and self.regression:
-                raise ValueError("labels and regression exclude each other")
-            return
-        if own:
-            raise ValueError(f"{', '.join(own)}: own data files go without task_name")
-        if self.labels is not None or self.regression:
-            raise ValueError(f"{'labels' if self.labels is not None else 'regression'} is for "
-                             f"own data; task {self.task_name} has its own labels")
-        if not self.data_dir:
-            raise ValueError(f"task {self.task_name} needs data_dir")
-        spec = glue.get_task(self.task_name)
-        if self.do_train and spec.train_file is None or self.do_eval and not spec.dev_files:
-            raise ValueError(f"{spec.name} can only be predicted, with a classifier fine-tuned "
-                             f"on MNLI (init_checkpoint=.../{fine_tuning.MODEL_FILE}, "
-                             f"do_predict only)")
-
-    def data_files(self, spec):
-        """(flag, path) of every file the steps asked for read."""
-        wanted = ([("train", spec.splits["train"])] if self.do_train else []) + (
-            list(spec.dev_files) if self.do_eval else []) + (
-            [(split, file) for split, file, _ in spec.test_files] if self.do_predict else [])
-        if self.task_name is None:
-            return [(f"{split}_file", file) for split, file in wanted]
-        return [(f"{split} split of data_dir", os.path.join(self.data_dir, file))
-                for split, file in wanted]
-
-    def read(self, spec, split, errors="raise"):
-        """The examples of `split` ("train", a dev or a test split)."""
-        if self.task_name is not None:
-            return glue.read_glue(self.data_dir, spec, split, errors=errors)
-        path = dict(self.data_files(spec))[f"{split}_file"]
-        return glue.read_classification_file(
-            path, self.text_a_column, self.text_b_column,
-            None if split == "test" else self.label_column, label_names=spec.labels,
-            regression=self.regression, errors=errors)
+def read_split(config, spec, split, errors="raise"):
+    """The examples of `split` ("train", a dev or a test split)."""
+    if config.task_name is not None:
+        return glue.read_glue(config.data_dir, spec, split, errors=errors)
+    path = dict(data_files(config, spec))[f"{split}_file"]
+    return glue.read_classification_file(
+        path, config.text_a_column, config.text_b_column,
+        None if split == "test" else config.label_column, label_names=spec.labels,
+        regression=config.regression, errors=errors)
 
 
 def task_spec(config, settings=None):
@@ -170,62 +102,105 @@ def run_glue(config: GlueConfig) -> dict:
         dict with "train" (fit statistics), "eval" ({split: {metric: value}}) and "predict"
         ({prediction name: path}) for the steps that ran.
     """
-    return fine_tuning.run_with_strategy(config, _run_glue)
+    if config.multi_label:
+        from kbert.tasks import multi_label  # here: it builds on this module
+
+        return template.run(config, multi_label.MultiLabelRecipe)
+    return template.run(config, ClassifierRecipe)
 
 
-def _run_glue(config, strategy):
-    source = fine_tuning.resolve_init(config.model_path(), config.vocab_file,
-                                      config.bert_config_file)
-    settings = fine_tuning.read_export_settings(source.path) if source.is_keras else {}
-    spec = task_spec(config, settings)
-    fine_tuning.validate_inputs(config, source, config.data_files(spec))
-    fine_tuning.check_trained_head(config, source, BertClassifier)
-    data = read_data(config, spec)  # every file parsed before any training
-    keras.utils.set_random_seed(config.seed)
-    if config.do_train:
-        run_manifest.begin_training(config, run_manifest.manifest_for(
-            config, source, config.data_files(spec)))
-    model = load_classifier(config, spec, source)
-    # Other workers of a multi-worker run write their copies under output_dir/worker_N.
-    config = dataclasses.replace(
-        config, output_dir=distribution.worker_output_dir(config.output_dir, strategy))
-    os.makedirs(config.output_dir, exist_ok=True)
-    # Unpadded: the pipeline pads each batch to its own longest example.
-    preprocessor = BertPreprocessor(source.vocab_file, do_lower_case=config.do_lower_case,
-                                    max_seq_length=config.max_seq_length, pad_to_max_length=False)
-    results, reusable = {}, {}
-    if config.do_train:
-        results["train"], reusable = train(model, config, spec, preprocessor, data)
-        fine_tuning.write_outputs(config.output_dir, model, source.vocab_file, {
-            "do_lower_case": config.do_lower_case, "max_seq_length": config.max_seq_length,
-            "text_pair": _is_pair(config, spec), "label_names": spec.labels})
-        run_manifest.finish_training(config)
-    if config.do_eval:
-        results["eval"] = {}
-        for split, _ in spec.dev_files:
-            examples = data[split]
-            outputs = reusable.get(split)
-            if outputs is None:
-                outputs = predict(model, examples, preprocessor, config.eval_batch_size)
-            results["eval"][split] = score(spec, examples, outputs)
-            write_dev_predictions(os.path.join(config.output_dir, f"{split}_predictions.tsv"),
-                                  spec, examples, outputs)
-        # A packed run's optimizer trained the packed twin: its step count is the run's.
-        step = (results["train"]["steps"] if "train" in results
-                else distribution.global_step(model))
-        fine_tuning.write_eval_results(
-            config.output_dir, results["eval"], step,
-            task=spec.name, data_files=config.data_files(spec),
-            **fine_tuning.kept_epoch_summary(results.get("train")))
-    if config.do_predict:
-        results["predict"] = {}
-        for split, _, name in spec.test_files:
-            examples = data[split]
-            outputs = predict(model, examples, preprocessor, config.predict_batch_size)
-            path = os.path.join(config.output_dir, f"{name}.tsv")
-            write_predictions(path, examples.index, format_predictions(spec, outputs))
-            results["predict"][name] = path
-    return results
+class ClassifierRecipe(template.Recipe):
+    """Classification and regression (`kbert.tasks.template`): a `BertClassifier`,
+    length-grouped batches, the task's official metric."""
+
+    head = BertClassifier
+
+    def data_files(self, source):
+        self.spec = task_spec(self.config, source.settings)
+        return data_files(self.config, self.spec)
+
+    def read(self, files):
+        config, spec = self.config, self.spec
+        splits = (["train"] if config.do_train else []) + (
+            [split for split, _ in spec.dev_files] if config.do_eval else []) + (
+            [split for split, _, _ in spec.test_files] if config.do_predict else [])
+        return {split: read_split(config, spec, split,
+                                  errors="warn" if split == "train" or config.skip_bad_rows
+                                  else "raise")
+                for split in splits}
+
+    def build_model(self, source, data):
+        self.preprocessor = preprocessor(self.config, source)
+        return load_classifier(self.config, source, self.spec.num_classes)
+
+    def training(self, model, data):
+        config, spec = self.config, self.spec
+        examples = data["train"].sample(config.max_train_examples, seed=config.seed)
+        tokenized = pipeline.tokenize(examples, self.preprocessor)
+        stats = {"task": spec.name, "examples": len(examples),
+                 "mean_tokens_per_example": float(np.mean(tokenized.lengths))}
+        logging.info("%s: %d training examples%s", spec.name, len(examples),
+                     ", packed" if config.pack_examples else "")
+        if not config.pack_examples:
+            # (seed, epoch) -> that epoch's batches: a resumed run sees the same data.
+            dataset, steps = pipeline.training_epochs(
+                tokenized, examples.label, config.train_batch_size, seed=config.seed)
+            return template.Training(dataset, steps, stats)
+        dataset, steps = packing.training_dataset(
+            tokenized, examples.label, config.train_batch_size, config.max_seq_length,
+            seed=config.seed)
+        # Empty slots are ignored: the loss is the mean over the batch's examples, as unpacked.
+        compile_kwargs = dict(
+            loss=keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True, ignore_class=packing.PAD_LABEL),
+            metrics=[], weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(
+                name="accuracy")])
+        return template.Training(dataset, steps, {**stats, "packed": True}, compile_kwargs,
+                                 model=packed_twin(model))
+
+    def dev_scorer(self, model, data):
+        config, spec = self.config, self.spec
+        if not (config.do_eval and config.keep_best_epoch and spec.dev_files):
+            return None
+        split = spec.dev_files[0][0]  # the first dev set picks the epoch (MNLI: matched)
+
+        def score_dev(trained):
+            if trained is not model:  # the packed twin: score its weights on unpacked inputs
+                model.set_weights(trained.get_weights())
+            outputs = predict(model, data[split], self.preprocessor, config.eval_batch_size)
+            return score(spec, data[split], outputs), outputs
+
+        return PRIMARY_SCORE[spec.metric], score_dev
+
+    def export_settings(self, model, data, reused):
+        return {"do_lower_case": self.config.do_lower_case,
+                "max_seq_length": self.config.max_seq_length,
+                "text_pair": _is_pair(self.config, self.spec), "label_names": self.spec.labels}
+
+    def score(self, model, data, output_dir, reused):
+        config, spec = self.config, self.spec
+        scored = template.Scored(extra={"task": spec.name})
+        for split, _ in spec.dev_files if config.do_eval else ():
+            outputs = reused if reused is not None and split == spec.dev_files[0][0] else (
+                predict(model, data[split], self.preprocessor, config.eval_batch_size))
+            scored.eval[split] = score(spec, data[split], outputs)
+            write_dev_predictions(os.path.join(output_dir, f"{split}_predictions.tsv"),
+                                  spec, data[split], outputs)
+        for split, _, name in spec.test_files if config.do_predict else ():
+            outputs = predict(model, data[split], self.preprocessor, config.predict_batch_size)
+            path = os.path.join(output_dir, f"{name}.tsv")
+            write_predictions(path, data[split].index, format_predictions(spec, outputs))
+            scored.predict[name] = path
+        return scored
+
+
+def preprocessor(config, source):
+    """The `BertPreprocessor` of a run, unpadded: the pipeline pads each batch to its own
+    longest example."""
+    return BertPreprocessor(source.vocab_file, vocabulary=source.vocab().tokens,
+                            never_split=vocab_lib.load_added_tokens(source.vocab_file),
+                            do_lower_case=config.do_lower_case,
+                            max_seq_length=config.max_seq_length, pad_to_max_length=False)
 
 
 def _is_pair(config, spec):
@@ -234,78 +209,18 @@ def _is_pair(config, spec):
     return (spec.labelled or spec.unlabelled).text_b is not None
 
 
-def load_classifier(config, spec, source):
-    """The classifier to start from: a `.keras` file as is, or a Google checkpoint with a new
-    head (or its run_classifier.py head), built in the current strategy scope and policy."""
-    if source.is_keras:
-        model = fine_tuning.load_keras_model(source.path, BertClassifier, config.mixed_precision)
-        if model.num_classes != spec.num_classes:
-            raise ValueError(f"{source.path}: expected a BertClassifier with {spec.num_classes} "
-                             f"outputs for {spec.name}")
-        fine_tuning.check_loaded_model(config, model, source)
-        return model
-    return BertClassifier.from_google_checkpoint(source.path, spec.num_classes,
-                                                 config=source.bert_config)
-
-
-def read_data(config, spec):
-    """{split: `Examples`} of every split the steps asked for."""
-    splits = (["train"] if config.do_train else []) + (
-        [split for split, _ in spec.dev_files] if config.do_eval else []) + (
-        [split for split, _, _ in spec.test_files] if config.do_predict else [])
-    return {split: config.read(spec, split,
-                              errors="warn" if split == "train" or config.skip_bad_rows
-                              else "raise")
-            for split in splits}
-
-
-def train(model, config, spec, preprocessor, data):
-    """Fine-tunes `model` on `data["train"]`; returns (fit statistics, {dev split: outputs}
-    of the kept epoch when they were computed during training)."""
-    examples = data["train"].sample(config.max_train_examples, seed=config.seed)
-    tokenized = pipeline.tokenize(examples, preprocessor)
-    trained, compile_kwargs = model, {}
-    if config.pack_examples:
-        dataset, steps = packing.training_dataset(
-            tokenized, examples.label, config.train_batch_size, config.max_seq_length,
-            seed=config.seed)
-        trained = packed_twin(model)
-        # Empty slots are ignored: the loss is the mean over the batch's examples, as unpacked.
-        compile_kwargs = dict(
-            loss=keras.losses.SparseCategoricalCrossentropy(
-                from_logits=True, ignore_class=packing.PAD_LABEL),
-            metrics=[], weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(
-                name="accuracy")])
-    else:
-        dataset, steps = pipeline.training_dataset(
-            tokenized, examples.label, config.train_batch_size, seed=config.seed)
-        # Every worker shuffles alike (seeded) and keeps its part of each global batch.
-        dataset = distribution.shard_by_data(dataset)
-    dev_scores = None
-    if config.do_eval and config.keep_best_epoch and spec.dev_files:
-        dev = data[spec.dev_files[0][0]]  # the first dev set picks the epoch (MNLI: matched)
-
-        def score_dev(m):
-            if m is not model:  # the packed twin: score its weights on unpacked inputs
-                model.set_weights(m.get_weights())
-            outputs = predict(model, dev, preprocessor, config.eval_batch_size)
-            return score(spec, dev, outputs), outputs
-
-        dev_scores = epoch_callbacks.DevScores(score_dev, PRIMARY_SCORE[spec.metric])
-    logging.info("%s: %d training examples, %d steps per epoch, %d epochs%s", spec.name,
-                 len(examples), steps, int(config.num_train_epochs),
-                 ", packed" if config.pack_examples else "")
-    stats = fine_tuning.fit_and_record(
-        trained, dataset, steps, config, dev_scores=dev_scores, compile_kwargs=compile_kwargs,
-        stats={"task": spec.name, "examples": len(examples),
-               "mean_tokens_per_example": float(np.mean(tokenized.lengths)),
-               **({"packed": True} if config.pack_examples else {})})
-    if trained is not model:
-        model.set_weights(trained.get_weights())
-    reusable = {}
-    if dev_scores is not None and dev_scores.outputs_of(stats.get("kept_epoch")) is not None:
-        reusable[spec.dev_files[0][0]] = dev_scores.outputs_of(stats["kept_epoch"])
-    return stats, reusable
+def load_classifier(config, source, num_classes, multi_label=False):
+    """The classifier to start from: a `.keras` file as is, or a checkpoint of another kind
+    (`kbert.models.opening`) with a new head (or its own, run_classifier.py's), built in the
+    current strategy scope and policy."""
+    if source.kind != opening.KERAS:
+        return BertClassifier.from_google_checkpoint(
+            source.google_checkpoint(), num_classes, multi_label=multi_label)
+    model = fine_tuning.load_keras_model(source, BertClassifier, config.mixed_precision)
+    if model.num_classes != num_classes or model.multi_label != multi_label:
+        raise ValueError(f"{source.keras_file}: expected a {'multi-label ' * multi_label}"
+                         f"BertClassifier with {num_classes} outputs")
+    return model
 
 
 def packed_twin(model):
@@ -356,20 +271,35 @@ def write_dev_predictions(path, spec, examples, outputs):
     """Writes index, texts, gold, predicted and class probabilities (or the score) as TSV."""
     predicted = format_predictions(spec, outputs)
     if spec.num_classes == 1:
-        gold = [f"{value:.3f}" for value in examples.label]
-        extra_names, extra = [], [[] for _ in predicted]
+        write_prediction_table(path, examples, [f"{value:.3f}" for value in examples.label],
+                               predicted)
     else:
-        gold = [spec.labels[i] for i in examples.label]
-        extra_names = [f"p_{label}" for label in spec.labels]
-        extra = [[f"{p:.4f}" for p in row] for row in _softmax(outputs)]
+        write_prediction_table(path, examples, [spec.labels[i] for i in examples.label],
+                               predicted, spec.labels, _softmax(outputs))
+
+
+def write_prediction_table(path, examples, gold, predicted, label_names=(),
+                           probabilities=None):
+    """Writes a TSV of index, text_a, (text_b,) (gold,) predicted and p_<label> columns.
+
+    Args:
+        path: str.
+        examples: `kbert.data.glue.Examples`.
+        gold, predicted: sequence of str per example; gold None for unlabelled examples.
+        label_names: sequence of str. Names of the probability columns.
+        probabilities: array [examples, len(label_names)] or None.
+    """
     texts = [examples.text_a] + ([examples.text_b] if examples.text_b is not None else [])
-    header = ["index", "text_a"] + (["text_b"] if len(texts) == 2 else []) + [
-        "gold", "predicted", *extra_names]
-    clean = lambda text: text.replace("\t", " ").replace("\n", " ")  # noqa: E731
+    columns = [examples.index, *texts] + ([gold] if gold is not None else []) + [predicted]
+    header = ["index", "text_a", "text_b"][:len(texts) + 1] + (
+        ["gold"] if gold is not None else []) + ["predicted"] + [f"p_{n}" for n in label_names]
+    if probabilities is None:
+        probabilities = [[] for _ in predicted]
+    clean = lambda text: str(text).replace("\t", " ").replace("\n", " ")  # noqa: E731
     with io.atomic_write(path) as f:
         f.write("\t".join(header) + "\n")
-        for i, row in enumerate(zip(examples.index, *texts, gold, predicted, strict=True)):
-            f.write("\t".join([*map(clean, row), *extra[i]]) + "\n")
+        for *row, p in zip(*columns, probabilities, strict=True):
+            f.write("\t".join([*map(clean, row), *(f"{value:.4f}" for value in p)]) + "\n")
 
 
 def _softmax(outputs):

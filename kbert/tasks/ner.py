@@ -15,7 +15,6 @@ Files written to `output_dir` besides the shared layout of `kbert.tasks.fine_tun
     labels.txt            the label vocabulary, one per line, in id order.
 """
 
-import dataclasses
 import os
 import random
 import sys
@@ -26,95 +25,19 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from kbert import artifacts
 from kbert import io
-from kbert import ranges
 from kbert.data import conll
+from kbert.models import opening
 from kbert.models.token_classifier import BertTokenClassifier
-from kbert.tasks import distribution
-from kbert.tasks import epoch_callbacks
 from kbert.tasks import fine_tuning
 from kbert.tasks import ner_metrics
-from kbert.tasks import run_manifest
+from kbert.tasks import template
+from kbert.tasks.configs import NerConfig
 from kbert.tokenization import FullTokenizer
+from kbert.tokenization import vocab as vocab_lib
 
 LABELS_FILE = "labels.txt"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class NerConfig(fine_tuning.FineTuningConfig):
-    """One NER run: the shared settings (`FineTuningConfig`) plus its data and head.
-
-    Args:
-        train_file, dev_file, test_file: str or None. NER files in `data_format`; the
-            dev file is evaluated (`do_eval`) and the test file predicted (`do_predict`, and
-            scored when it has labels, as CoNLL-2003's does).
-        data_format: str. "conll" (word ... label columns, -DOCSTART- lines) or "two_column"
-            (`token label`). Defaults to "conll".
-        tag_scheme: str. The files' label scheme ("auto", "bio", "iob1", "bmes", "bioes");
-            all are converted to BIO. Defaults to "auto".
-        use_crf: bool. A CRF output layer (Viterbi decoding) on a new tagger. Defaults False.
-        max_train_sentences: int. Train on a seeded random subset of this many sentences.
-        document_context: bool. Fill each window with the neighbouring sentences of the same
-            document (`-DOCSTART-` lines split documents; a file without them is one
-            document, with a warning); labels, loss and predictions only on the target
-            sentence (`kbert.data.conll.featurize`). Serving (`export_saved_model`) tags
-            single texts, without context. Defaults to False.
-        window_stride: int or None. Sentences longer than a window are split into windows
-            whose starts are this many pieces apart (overlapping); each word is predicted
-            from the window where it has the most context. None: consecutive windows, as
-            serving splits long texts. Defaults to None.
-        evaluate_every_epoch: bool. With a dev file, score it at the end of every training
-            epoch (logged, in training_log.csv, and picks the best epoch). Defaults to True.
-        eval_batch_size: int. Windows per batch. Defaults to 32.
-    """
-
-    train_file: str | None = None
-    dev_file: str | None = None
-    test_file: str | None = None
-    data_format: str = "conll"
-    tag_scheme: str = "auto"
-    use_crf: bool = False
-    max_train_sentences: int | None = ranges.field(None, ranges.at_least(1))
-    document_context: bool = False
-    window_stride: int | None = None
-    evaluate_every_epoch: bool = True
-    eval_batch_size: int = 32
-
-    def __post_init__(self):
-        super().__post_init__()
-        for step, name in (("do_train", "train_file"), ("do_eval", "dev_file"),
-                           ("do_predict", "test_file")):
-            if getattr(self, step) and not getattr(self, name):
-                raise ValueError(f"{step} needs {name}")
-        if self.data_format not in conll.FORMATS:
-            raise ValueError(f"data_format must be one of {conll.FORMATS}, got "
-                             f"{self.data_format!r}")
-        if self.tag_scheme not in conll.TAG_SCHEMES:
-            raise ValueError(f"tag_scheme must be one of {sorted(conll.TAG_SCHEMES)}, got "
-                             f"{self.tag_scheme!r}")
-        if self.window_stride is not None and not 0 < self.window_stride <= (
-                self.max_seq_length - 2):
-            raise ValueError(f"window_stride must be in [1, max_seq_length - 2 = "
-                             f"{self.max_seq_length - 2}] pieces, got {self.window_stride}")
-
-    def data_files(self):
-        """(flag, path) of every file the steps asked for read."""
-        dev = self.do_eval or self.do_train and self.evaluate_every_epoch and self.dev_file
-        return [(name, getattr(self, name)) for name, wanted in (
-            ("train_file", self.do_train), ("dev_file", dev),
-            ("test_file", self.do_predict)) if wanted]
-
-    def read(self, path):
-        sentences = conll.read_ner_file(path, self.data_format, self.tag_scheme)
-        if self.document_context and len({s.document for s in sentences}) == 1:
-            logging.warning("%s: one document (no %s lines between sentences): with "
-                            "document_context every sentence's context is its neighbours "
-                            "in the file", path, conll.DOCSTART)
-        return sentences
-
-    def windows(self):
-        """Keyword arguments of `kbert.data.conll.featurize`: how sentences fill windows."""
-        return dict(window_stride=self.window_stride, document_context=self.document_context)
 
 
 def run_ner(config: NerConfig) -> dict:
@@ -125,91 +48,125 @@ def run_ner(config: NerConfig) -> dict:
         `ner_metrics.entity_scores` plus word_accuracy and sentences) and "predict"
         ({split: path of its predictions}) for the steps that ran.
     """
-    return fine_tuning.run_with_strategy(config, _run_ner)
+    return template.run(config, TaggerRecipe)
 
 
-def _run_ner(config, strategy):
-    source = fine_tuning.resolve_init(config.model_path(), config.vocab_file,
-                                      config.bert_config_file)
-    if source.is_keras and config.do_train:
-        raise ValueError(f"{source.path}: training starts from a Google checkpoint; a .keras "
-                         f"tagger can be evaluated or used to predict")
-    if not source.is_keras and not config.do_train:
-        raise ValueError(f"{source.path}: a Google checkpoint has no NER head; evaluate or "
-                         f"predict with a fine-tuned model.keras")
-    fine_tuning.validate_inputs(config, source, config.data_files())
-    # Every file parsed before any training.
-    data = {name: config.read(path) for name, path in config.data_files()}
-    keras.utils.set_random_seed(config.seed)
-    train = data.get("train_file")
-    if config.do_train:
-        run_manifest.begin_training(config, run_manifest.manifest_for(
-            config, source, config.data_files()))
-        if config.max_train_sentences and config.max_train_sentences < len(train):
-            keep = sorted(random.Random(config.seed).sample(range(len(train)),
-                                                            config.max_train_sentences))
-            train = [train[i] for i in keep]
-    model, labels = load_tagger(config, source, train)
-    # Other workers of a multi-worker run write their copies under output_dir/worker_N.
-    config = dataclasses.replace(
-        config, output_dir=distribution.worker_output_dir(config.output_dir, strategy))
-    os.makedirs(config.output_dir, exist_ok=True)
-    tokenizer = FullTokenizer(source.vocab_file, do_lower_case=config.do_lower_case)
-    dev = data.get("dev_file")
-    results, reusable = {}, None
-    if config.do_train:
-        results["train"], reusable = train_tagger(model, config, train, labels, tokenizer, dev)
-        fine_tuning.write_outputs(config.output_dir, model, source.vocab_file, {
-            "do_lower_case": config.do_lower_case, "max_seq_length": config.max_seq_length,
-            "label_names": list(labels)})
-        with io.atomic_write(os.path.join(config.output_dir, LABELS_FILE)) as f:
-            f.writelines(label + "\n" for label in labels)
-        run_manifest.finish_training(config)
-    scored = {}
-    if config.do_eval:
-        scored["dev"] = dev
-    if config.do_predict:
-        scored["test"] = data["test_file"]
-    if scored:
-        results["eval"], results["predict"] = {}, {}
-        for split, sentences in scored.items():
-            conll.unseen_labels(sentences, labels)
-            predicted = reusable if split == "dev" and reusable is not None else predict_labels(
-                model, sentences, tokenizer, labels, config.max_seq_length,
+class TaggerRecipe(template.Recipe):
+    """NER on the recipe template (`kbert.tasks.template`): a `BertTokenClassifier`, windows
+    of word pieces, entity-level F1."""
+
+    def open(self):
+        source = super().open()
+        keras_model = source.kind == opening.KERAS
+        if keras_model and self.config.do_train:
+            raise ValueError(f"{source.path}: training starts from a pretrained checkpoint "
+                             "(Google, Hugging Face or keras-hub; in a recipe's output "
+                             "directory, its bert_model.ckpt prefix); a .keras tagger can be "
+                             "evaluated or used to predict")
+        if not keras_model and not self.config.do_train:
+            raise ValueError(f"{source.path}: a {source.kind} checkpoint has no NER labels; "
+                             f"evaluate or predict with a fine-tuned {artifacts.MODEL_FILE}")
+        return source
+
+    def read(self, files):
+        data = {name: read_sentences(self.config, path) for name, path in files}
+        train, count = data.get("train_file"), self.config.max_train_examples
+        if train is not None and count and count < len(train):
+            keep = sorted(random.Random(self.config.seed).sample(range(len(train)), count))
+            data["train_file"] = [train[i] for i in keep]
+        return data
+
+    def build_model(self, source, data):
+        model, self.labels = load_tagger(self.config, source, data.get("train_file"))
+        self.tokenizer = FullTokenizer(
+            source.vocab(), do_lower_case=self.config.do_lower_case,
+            never_split=vocab_lib.load_added_tokens(source.vocab_file))
+        return model
+
+    def training(self, model, data):
+        config, sentences = self.config, data["train_file"]
+        label_map = {label: i for i, label in enumerate(self.labels)}
+        windows = conll.featurize(sentences, self.tokenizer, config.max_seq_length, label_map,
+                                  **config.windows())
+        dataset, steps = conll.training_epochs(windows, config.train_batch_size,
+                                               seed=config.seed)
+        logging.info("%d training sentences in %d windows (%d labels%s)", len(sentences),
+                     len(windows), len(self.labels), ", CRF" if model.use_crf else "")
+        return template.Training(dataset, steps, {
+            "sentences": len(sentences), "windows": len(windows),
+            "words": int(sum(len(s.words) for s in sentences)), "labels": list(self.labels),
+            "use_crf": model.use_crf, **config.windows(),
+            "mean_pieces_per_window": float(np.mean(windows.lengths))})
+
+    def dev_scorer(self, model, data):
+        config, dev = self.config, data.get("dev_file")
+        if dev is None or not config.evaluate_every_epoch:
+            return None
+        dev_windows = conll.featurize(dev, self.tokenizer, config.max_seq_length,
+                                      **config.windows())
+
+        def score_dev(m):
+            predicted = predict_windows(m, dev_windows, dev, self.labels, config.eval_batch_size)
+            scores = ner_metrics.entity_scores([s.labels for s in dev], predicted)
+            return {k: scores[k] for k in ("precision", "recall", "f1")}, predicted
+
+        return "f1", score_dev
+
+    def export_settings(self, model, data, reused):
+        return {"do_lower_case": self.config.do_lower_case,
+                "max_seq_length": self.config.max_seq_length, "label_names": list(self.labels)}
+
+    def write_extra(self, output_dir):
+        with io.atomic_write(os.path.join(output_dir, LABELS_FILE)) as f:
+            f.writelines(label + "\n" for label in self.labels)
+
+    def score(self, model, data, output_dir, reused):
+        config, scored = self.config, template.Scored(flat={})
+        for split, sentences in (("dev", data.get("dev_file") if config.do_eval else None),
+                                 ("test", data.get("test_file"))):
+            if sentences is None:
+                continue
+            conll.unseen_labels(sentences, self.labels)
+            predicted = reused if split == "dev" and reused is not None else predict_labels(
+                model, sentences, self.tokenizer, self.labels, config.max_seq_length,
                 config.eval_batch_size, **config.windows())
-            path = os.path.join(config.output_dir, f"{split}_predictions.txt")
+            path = os.path.join(output_dir, f"{split}_predictions.txt")
             conll.write_predictions(path, sentences, predicted)
-            results["predict"][split] = path
-            results["eval"][split] = score(sentences, predicted)
-            logging.info("%s: %s", split, _summary(results["eval"][split]))
-        flat = {}
-        for split, scores in results["eval"].items():
-            flat.update(ner_metrics.flat_scores(scores, f"{split}_"))
-        fine_tuning.write_eval_results(
-            config.output_dir, results["eval"], distribution.global_step(model), flat=flat,
-            data_files=config.data_files(), **fine_tuning.kept_epoch_summary(results.get("train")))
-    return results
+            scored.predict[split] = path
+            scored.eval[split] = score(sentences, predicted)
+            scored.flat.update(ner_metrics.flat_scores(scored.eval[split], f"{split}_"))
+            logging.info("%s: %s", split, _summary(scored.eval[split]))
+        return scored
+
+
+def read_sentences(config, path):
+    """The sentences of a NER file in `config.data_format`."""
+    sentences = conll.read_ner_file(path, config.data_format, config.tag_scheme)
+    if config.document_context and len({s.document for s in sentences}) == 1:
+        logging.warning("%s: one document (no %s lines between sentences): with "
+                        "document_context every sentence's context is its neighbours in the "
+                        "file", path, conll.DOCSTART)
+    return sentences
 
 
 def load_tagger(config, source, train=None):
     """The tagger to start from and its labels.
 
-    Training builds a new tagger on a Google checkpoint, with the labels of `train`. A
+    Training builds a new tagger on a pretrained checkpoint, with the labels of `train`. A
     `.keras` file (by default `output_dir/model.keras` when not training) is loaded as is,
     with the `labels.txt` beside it.
     """
-    if source.is_keras:
-        model = fine_tuning.load_keras_model(source.path, BertTokenClassifier,
+    if source.kind == opening.KERAS:
+        model = fine_tuning.load_keras_model(source, BertTokenClassifier,
                                              config.mixed_precision)
-        fine_tuning.check_loaded_model(config, model, source)
-        labels = read_labels(os.path.join(os.path.dirname(source.path), LABELS_FILE))
+        labels = read_labels(os.path.join(os.path.dirname(source.keras_file), LABELS_FILE))
         if len(labels) != model.num_labels:
-            raise ValueError(f"{source.path}: {model.num_labels} labels, but {LABELS_FILE} "
-                             f"beside it has {len(labels)}")
+            raise ValueError(f"{source.keras_file}: {model.num_labels} labels, but "
+                             f"{LABELS_FILE} beside it has {len(labels)}")
         return model, labels
     labels = conll.label_vocabulary(train)
     model = BertTokenClassifier.from_google_checkpoint(
-        source.path, len(labels), use_crf=config.use_crf, config=source.bert_config)
+        source.google_checkpoint(), len(labels), use_crf=config.use_crf)
     return model, labels
 
 
@@ -219,38 +176,6 @@ def read_labels(path):
         raise FileNotFoundError(f"{path}: not found (the tagger's label vocabulary)")
     with open(path, encoding="utf-8") as f:
         return tuple(line.strip() for line in f if line.strip())
-
-
-def train_tagger(model, config, sentences, labels, tokenizer, dev=None):
-    """Fine-tunes `model` on `sentences`; returns (fit statistics, the dev predictions of the
-    kept epoch when they were made during training, else None)."""
-    label_map = {label: i for i, label in enumerate(labels)}
-    windows = conll.featurize(sentences, tokenizer, config.max_seq_length, label_map,
-                              **config.windows())
-    dataset, steps = conll.training_dataset(windows, config.train_batch_size, seed=config.seed)
-    # Every worker shuffles alike (seeded) and keeps its part of each global batch.
-    dataset = distribution.shard_by_data(dataset)
-    dev_scores = None
-    if dev is not None and config.evaluate_every_epoch:
-        dev_windows = conll.featurize(dev, tokenizer, config.max_seq_length,
-                                      **config.windows())
-
-        def score_dev(m):
-            predicted = predict_windows(m, dev_windows, dev, labels, config.eval_batch_size)
-            scores = ner_metrics.entity_scores([s.labels for s in dev], predicted)
-            return {k: scores[k] for k in ("precision", "recall", "f1")}, predicted
-
-        dev_scores = epoch_callbacks.DevScores(score_dev, "f1")
-    logging.info("%d training sentences in %d windows (%d labels%s), %d steps per epoch, %d "
-                 "epochs", len(sentences), len(windows), len(labels),
-                 ", CRF" if model.use_crf else "", steps, int(config.num_train_epochs))
-    stats = fine_tuning.fit_and_record(model, dataset, steps, config, dev_scores=dev_scores, stats={
-        "sentences": len(sentences), "windows": len(windows),
-        "words": int(sum(len(s.words) for s in sentences)), "labels": list(labels),
-        "use_crf": model.use_crf, **config.windows(),
-        "mean_pieces_per_window": float(np.mean(windows.lengths))})
-    reusable = dev_scores.outputs_of(stats.get("kept_epoch")) if dev_scores else None
-    return stats, reusable
 
 
 def predict_labels(model, sentences, tokenizer, labels, max_seq_length, batch_size=32,
@@ -327,5 +252,5 @@ def score(sentences, predicted):
 
 
 def _summary(scores):
-    return ", ".join(f"{key} = {scores[key]:.4f}" for key in ("precision", "recall", "f1",
-                                                              "word_accuracy"))
+    return (f"entity F1 {scores['f1']:.4f} (precision {scores['precision']:.4f}, recall "
+            f"{scores['recall']:.4f}), word accuracy {scores['word_accuracy']:.4f}")

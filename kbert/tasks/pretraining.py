@@ -4,9 +4,11 @@ The recipe of Google's run_pretraining.py on Keras parts. The loss is Google's: 
 cross-entropy averaged over the real predictions (`masked_lm_weights`), plus the next-sentence
 cross-entropy averaged over the batch. Keras callbacks do what the Estimator did:
 `kbert.tasks.backups.Backup` (an interrupted run resumes from its last complete backup, one
-every `save_checkpoints_steps` steps) and `SaveModel` (`pretrainer.keras`). The output dir is
-guarded (`kbert.artifacts`): one run at a time, resumed only by the same run
-(`run_manifest.json`), a finished run replaced only with `overwrite_output_dir`.
+every `save_checkpoints_steps` steps), `SaveModel` (`pretrainer.keras`) and
+`kbert.tasks.progress` (steps, steps/s and ETA every `log_every_n_steps` steps, as the
+Estimator's global_step/sec lines). The output dir is guarded (`kbert.artifacts`): one run
+at a time, resumed only by the same run (`run_manifest.json`), a finished run replaced only
+with `overwrite_output_dir`.
 
 Files written to `output_dir`:
     model.ckpt-<steps>.*, bert_config.json, vocab.txt   the final Google checkpoint (Google's
@@ -40,165 +42,65 @@ from absl import logging
 
 from kbert import artifacts
 from kbert import io
-from kbert import ranges
 from kbert.checkpoints import tf1
 from kbert.config import BertConfig
 from kbert.data import corpus
-from kbert.data import pretraining
 from kbert.data import pretraining_input
 from kbert.data import pretraining_text
 from kbert.data import records
 from kbert.data import text_files
+from kbert.models import opening
 from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
 from kbert.tasks import backups
+from kbert.tasks import configs
 from kbert.tasks import distribution
 from kbert.tasks import optimization
+from kbert.tasks import progress
+from kbert.tasks.configs import PretrainingConfig
 
 MODEL_FILE = "pretrainer.keras"
-BACKUP_DIR = "backup"
 # Settings that do not change what training does: a restart may change them.
 _NOT_IN_MANIFEST = ("output_dir", "overwrite_output_dir", "eval_input_file", "max_eval_steps",
-                    "eval_batch_size")
+                    "eval_batch_size", "log_every_n_steps")
 # What a run writes: --overwrite_output_dir removes it; without a manifest, it refuses a run.
-_RUN_FILES = (BACKUP_DIR, MODEL_FILE, "model.ckpt-*", "checkpoint", "train_results.json",
-              "eval_results.txt")
-TFRECORD = "tfrecord"
-INPUT_FORMATS = (TFRECORD, *corpus.INPUT_FORMATS)
-_DATA_RANGES = ranges.of(pretraining.PretrainingDataConfig)  # the raw-text settings' ranges
+_RUN_FILES = (artifacts.BACKUP_DIR, MODEL_FILE, "model.ckpt-*", "checkpoint",
+              artifacts.TRAIN_RESULTS_FILE, artifacts.EVAL_RESULTS_FILE + ".txt")
+TFRECORD = configs.TFRECORD
 
 
-@dataclasses.dataclass(frozen=True)
-class PretrainingConfig:
-    """One pretraining run, with the flag names and defaults of Google's run_pretraining.py.
-
-    Args:
-        input_file: str. Pretraining TFRecords, or raw text (see `input_format`);
-            comma-separated files or globs.
-        output_dir: str. Checkpoints, the backup and results go here.
-        bert_config_file: str. The model to train from scratch; with `init_checkpoint`,
-            defaults to the `bert_config.json` beside it.
-        init_checkpoint: str. A Google checkpoint to continue from (release directory or
-            prefix). Defaults to None (random init).
-        init_heads: str. With `init_checkpoint`: "checkpoint" loads the pretraining heads
-            from it too (strictly), "fresh" starts them new (an encoder-only release).
-            Defaults to "checkpoint".
-        vocab_file: str. Tokenizes raw text; copied beside the final checkpoint. Defaults to
-            the `vocab.txt` beside `init_checkpoint`, else beside `bert_config_file`; a run
-            with none fails before training.
-        input_format: str. "tfrecord", or raw text: "text" (one sentence per line, blank
-            lines between documents) or "wikiextractor". Defaults to "tfrecord".
-        pair_task: str. Raw text only: "nsp", "sop" or "none". Defaults to "nsp".
-        max_seq_length, max_predictions_per_seq: int. Default to the records' `*_meta.json`
-            (TFRecords), or 128 and 20 (raw text).
-        masked_lm_prob, short_seq_prob: float. Raw text only. Default to 0.15 and 0.1.
-        do_whole_word_mask: bool. Raw text only. Defaults to False.
-        do_lower_case: bool. Raw text only. Defaults to True.
-        train_batch_size: int. Defaults to 32.
-        learning_rate: float. Peak AdamW learning rate. Defaults to 5e-5.
-        num_train_steps: int. Defaults to 100000.
-        num_warmup_steps: int. Defaults to 10000.
-        save_checkpoints_steps: int. Backup and `pretrainer.keras` at most this often
-            (an epoch is the largest divisor of `num_train_steps` not above it). Defaults 1000.
-        eval_input_file: str. Records to evaluate on after training. Defaults to None.
-        max_eval_steps: int. Eval batches. Defaults to 100.
-        eval_batch_size: int. Defaults to 8.
-        seed: int. Seeds initialization, dropout and the input shuffle. Defaults to 12345.
-        jit_compile: bool. XLA-compile the train step (fixed shapes make it pay). Defaults
-            to False.
-        distribution_strategy: str or `tf.distribute.Strategy`. One of
-            `kbert.tasks.distribution.STRATEGIES`. Defaults to "one_device".
-        tpu: str. The TPU for distribution_strategy "tpu". Defaults to None.
-        mixed_precision: str. "float32", "mixed_float16" or "mixed_bfloat16". Defaults to
-            "float32".
-        overwrite_output_dir: bool. Start over in an output dir that holds another run or a
-            finished one. Defaults to False.
-    """
-
-    input_file: str
-    output_dir: str
-    bert_config_file: str | None = None
-    init_checkpoint: str | None = None
-    init_heads: str = "checkpoint"
-    vocab_file: str | None = None
-    input_format: str = TFRECORD
-    pair_task: str = "nsp"
-    max_seq_length: int | None = ranges.field(None, _DATA_RANGES["max_seq_length"])
-    max_predictions_per_seq: int | None = ranges.field(
-        None, _DATA_RANGES["max_predictions_per_seq"])
-    masked_lm_prob: float = ranges.field(0.15, _DATA_RANGES["masked_lm_prob"])
-    short_seq_prob: float = ranges.field(0.1, _DATA_RANGES["short_seq_prob"])
-    do_whole_word_mask: bool = False
-    do_lower_case: bool = True
-    train_batch_size: int = ranges.field(32, ranges.at_least(1))
-    learning_rate: float = ranges.field(5e-5, ranges.above(0))
-    num_train_steps: int = ranges.field(100000, ranges.at_least(1))
-    num_warmup_steps: int = ranges.field(10000, ranges.at_least(0))
-    save_checkpoints_steps: int = ranges.field(1000, ranges.at_least(1))
-    eval_input_file: str | None = None
-    max_eval_steps: int = ranges.field(100, ranges.at_least(1))
-    eval_batch_size: int = ranges.field(8, ranges.at_least(1))
-    seed: int = ranges.field(12345, ranges.SEED)
-    jit_compile: bool = False
-    distribution_strategy: object = "one_device"
-    tpu: str | None = None
-    mixed_precision: str = "float32"
-    overwrite_output_dir: bool = False
-
-    def __post_init__(self):
-        ranges.check(self)
-        distribution.check(self.distribution_strategy, self.mixed_precision)
-        if not self.bert_config_file and not self.init_checkpoint:
-            raise ValueError("Give bert_config_file (train from scratch) or init_checkpoint")
-        if self.input_format not in INPUT_FORMATS:
-            raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got "
-                             f"{self.input_format!r}")
-        if self.pair_task not in pretraining.PAIR_TASKS:
-            raise ValueError(f"pair_task must be one of {pretraining.PAIR_TASKS}, got "
-                             f"{self.pair_task!r}")
-        if self.input_format == TFRECORD and self.pair_task != "nsp":
-            raise ValueError(f"pair_task={self.pair_task!r} needs raw text input "
-                             "(input_format 'text' or 'wikiextractor'): TFRecords carry "
-                             "next-sentence labels")
-        if self.init_heads not in BertPretrainer.HEADS:
-            raise ValueError(f"init_heads must be one of {BertPretrainer.HEADS}, got "
-                             f"{self.init_heads!r}")
-
-    @property
-    def text_config(self):
-        """The `PretrainingDataConfig` of raw-text input."""
-        return pretraining.PretrainingDataConfig(
-            max_seq_length=self.max_seq_length or 128,
-            max_predictions_per_seq=self.max_predictions_per_seq or 20,
-            masked_lm_prob=self.masked_lm_prob, short_seq_prob=self.short_seq_prob,
-            do_whole_word_mask=self.do_whole_word_mask)
+def open_init(config):
+    """`init_checkpoint` opened (`kbert.models.opening.open_model`: any format it reads), or
+    None for a model from `bert_config_file`. A run opens it once and passes it on."""
+    if not config.init_checkpoint:
+        return None
+    return opening.open_model(config.init_checkpoint, config.vocab_file,
+                              config.bert_config_file)
 
 
-def resolve_vocab_file(config):
-    """The vocab of a run: `vocab_file`, else `vocab.txt` beside the checkpoint or the config.
+def resolve_vocab_file(config, source=None):
+    """The vocab of a run: `vocab_file`, else the one beside the start point (`source`, from
+    `open_init`) or beside `bert_config_file`.
 
     Raises:
         FileNotFoundError: none found (the output must be a release directory with a vocab,
-            and raw text needs one to tokenize), naming the places looked at.
+            and raw text needs one to tokenize), naming where it looked.
     """
-    if config.vocab_file:
-        if not os.path.isfile(config.vocab_file):
-            raise FileNotFoundError(f"{config.vocab_file}: vocab_file not found")
-        return config.vocab_file
-    candidates = []
-    if config.init_checkpoint:
-        path = config.init_checkpoint
-        candidates.append(os.path.join(path if os.path.isdir(path) else os.path.dirname(path),
-                                       tf1.VOCAB_FILE))
-    if config.bert_config_file:
-        candidates.append(os.path.join(os.path.dirname(config.bert_config_file),
-                                       tf1.VOCAB_FILE))
-    for candidate in candidates:
-        if os.path.isfile(candidate):
-            return candidate
-    raise FileNotFoundError(
-        f"no vocab.txt found (looked for {', '.join(candidates)}); pass vocab_file "
-        "(--vocab_file): the output is a Google release directory, which holds its vocab")
+    vocab_file = config.vocab_file or (source.vocab_file if source is not None else None)
+    if vocab_file is None and config.bert_config_file:
+        beside = os.path.join(os.path.dirname(config.bert_config_file), artifacts.VOCAB_FILE)
+        vocab_file = beside if os.path.isfile(beside) else None
+    if vocab_file is None:
+        looked = [os.path.join(p if os.path.isdir(p) else os.path.dirname(p),
+                               artifacts.VOCAB_FILE)
+                  for p in (config.init_checkpoint, config.bert_config_file) if p]
+        raise FileNotFoundError(
+            f"no {artifacts.VOCAB_FILE} found (looked for {', '.join(looked)}); pass "
+            "vocab_file (--vocab_file): the output is a Google release directory, which holds "
+            "its vocab")
+    if not os.path.isfile(vocab_file):
+        raise FileNotFoundError(f"{vocab_file}: vocab_file not found")
+    return vocab_file
 
 
 def pretraining_losses(sentence_head=True):
@@ -224,27 +126,27 @@ def pretraining_metrics(sentence_head=True):
             for name in pretraining_losses(sentence_head)}
 
 
-def compile_pretrainer(model, optimizer, jit_compile=False):
+def compile_pretrainer(model, optimizer, jit_compile=False, steps_per_execution=1):
     """Compiles a `BertPretrainer` for `fit` on `kbert.data.pretraining_dataset` batches."""
     with model.distribute_strategy.scope():  # optimizer variables beside the model's
         model.compile(optimizer=optimizer, loss=pretraining_losses(model.sentence_head),
                       weighted_metrics=pretraining_metrics(model.sentence_head),
-                      jit_compile=jit_compile)
+                      jit_compile=jit_compile, steps_per_execution=steps_per_execution)
     return model
 
 
-def build_pretrainer(config):
+def build_pretrainer(config, source=None):
     """The model to train and its vocab file: from `init_checkpoint`, or new from the config.
 
     The second head follows `pair_task` ("none": none). Built in the current strategy scope
-    and dtype policy.
+    and dtype policy. `source`: `open_init(config)` if the caller has it (else opened here).
     """
     sentence_head = config.pair_task != "none"
-    vocab_file = resolve_vocab_file(config)
-    if config.init_checkpoint:
+    source = source or open_init(config)
+    vocab_file = resolve_vocab_file(config, source)
+    if source is not None:
         model = BertPretrainer.from_google_checkpoint(
-            config.init_checkpoint, config.bert_config_file, heads=config.init_heads,
-            sentence_head=sentence_head)
+            source.google_checkpoint(), heads=config.init_heads, sentence_head=sentence_head)
         return model, vocab_file
     bert_config = BertConfig.from_json_file(config.bert_config_file)
     return BertPretrainer(BertEncoder(**bert_config.encoder_kwargs()),
@@ -257,7 +159,7 @@ def epoch_steps(num_train_steps, save_checkpoints_steps):
     return max(d for d in range(1, limit + 1) if num_train_steps % d == 0)
 
 
-def run_pretraining(config):
+def run_pretraining(config: PretrainingConfig) -> dict:
     """Trains (or resumes), saves the Google checkpoint, evaluates if asked.
 
     Args:
@@ -267,7 +169,8 @@ def run_pretraining(config):
         dict with "train" (steps, seconds, examples per second, last metrics), "checkpoint"
         (the Google checkpoint prefix) and, with an eval input, "eval".
     """
-    resolve_vocab_file(config)  # fail before any work
+    source = open_init(config)
+    resolve_vocab_file(config, source)  # fail before any work
     check_inputs(config)
     # First: a multi-worker strategy must exist before TensorFlow runs an op.
     strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
@@ -277,7 +180,7 @@ def run_pretraining(config):
         # One writer per output dir: a second run into it is refused at once.
         with artifacts.locked(out), distribution.mixed_precision_scope(
                 config.mixed_precision), strategy.scope():
-            return _run_pretraining(config, strategy, out)
+            return _run_pretraining(config, strategy, out, source)
     except tf.errors.DataLossError as e:
         # tf.data does not say which file holds the bad record: find it.
         found = records.find_unreadable([
@@ -306,32 +209,39 @@ def check_inputs(config):
                                   "text (TFRecords need input_format='tfrecord')")
 
 
-def _run_pretraining(config, strategy, out):
+def _run_pretraining(config, strategy, out, source):
     keras.utils.set_random_seed(config.seed)
     # The inputs are checked (`check_inputs`): the output dir is claimed, resumed only by the
     # same run, before the model is built (a refused run ends at once). A run that fails
     # after this, before its first backup, is taken over by the next one.
-    manifest = manifest_for(config)
+    manifest = manifest_for(config, source)
     claim = artifacts.claim(
         out, manifest, overwrite_output_dir=config.overwrite_output_dir, owned=_RUN_FILES,
-        progress=(BACKUP_DIR,), inputs=[(name, entry["path"]) for name, entry in (
+        progress=(artifacts.BACKUP_DIR,), inputs=[(name, entry["path"]) for name, entry in (
             ("init_checkpoint", manifest["init_checkpoint"]), ("vocab_file",
                                                                manifest["vocab_file"]))
             if entry])
-    model, vocab_file = build_pretrainer(config)
-    dataset = training_dataset(config, strategy, vocab_file)
+    model, vocab_file = build_pretrainer(config, source)
     optimizer = optimization.create_optimizer(
         config.learning_rate, config.num_train_steps, config.num_warmup_steps)
-    compile_pretrainer(model, optimizer, jit_compile=config.jit_compile)
+    compile_pretrainer(model, optimizer, jit_compile=config.jit_compile,
+                       steps_per_execution=config.steps_per_execution)
+    backup = backups.Backup(os.path.join(out, artifacts.BACKUP_DIR))
+    backup.set_model(model)
+    backup.restore()  # now: the input starts after the batches the restored steps trained on
+    dataset = training_dataset(config, strategy, vocab_file, distribution.global_step(model))
 
     steps = epoch_steps(config.num_train_steps, config.save_checkpoints_steps)
     callbacks = [
-        backups.Backup(os.path.join(out, BACKUP_DIR)),
+        backup,
         backups.SaveModel(os.path.join(out, MODEL_FILE)),
+        # Last: its epoch line shows the logs as the callbacks before it left them.
+        progress.TrainingProgress(config.log_every_n_steps,
+                                  examples_per_step=config.train_batch_size),
     ]
     start = time.perf_counter()
     history = model.fit(dataset, epochs=config.num_train_steps // steps, steps_per_epoch=steps,
-                        callbacks=callbacks, verbose=2, shuffle=False)  # the records shuffle
+                        callbacks=callbacks, verbose=0, shuffle=False)  # the records shuffle
     seconds = time.perf_counter() - start
     trained = len(history.epoch) * steps  # this session's steps (after a resume, fewer)
     results = {"train": {
@@ -349,26 +259,27 @@ def _run_pretraining(config, strategy, out):
     logging.info("Google checkpoint written: %s", prefix)
     if config.eval_input_file:
         results["eval"] = evaluate(model, config, vocab_file)
-        with io.atomic_write(os.path.join(out, "eval_results.txt")) as f:
+        with io.atomic_write(os.path.join(out, artifacts.EVAL_RESULTS_FILE + ".txt")) as f:
             for key in sorted(results["eval"]):
                 f.write(f"{key} = {results['eval'][key]}\n")
-    io.write_json(os.path.join(out, "train_results.json"), results)
+    io.write_json(os.path.join(out, artifacts.TRAIN_RESULTS_FILE), results)
     claim.finish()
-    shutil.rmtree(os.path.join(out, BACKUP_DIR), ignore_errors=True)  # only now: see above
+    shutil.rmtree(os.path.join(out, artifacts.BACKUP_DIR), ignore_errors=True)  # see above
     return results
 
 
-def manifest_for(config):
+def manifest_for(config, source=None):
     """What identifies a pretraining run (`kbert.artifacts.claim`): the settings that change
-    what training does, the model's config, and the SHA-256 of checkpoint, vocab and input."""
+    what training does, the model's config, and the SHA-256 of checkpoint, vocab and input.
+    `source`: `open_init(config)` if the caller has it (else opened here)."""
     settings = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)
                 if field.name not in _NOT_IN_MANIFEST}
     settings = {k: v if isinstance(v, (str, int, float, bool, type(None))) else type(v).__name__
                 for k, v in settings.items()}
     init = None
-    if config.init_checkpoint:
-        checkpoint = tf1.GoogleCheckpoint.open(config.init_checkpoint, config.bert_config_file)
-        bert_config, init = checkpoint.config, artifacts.fingerprint(checkpoint.prefix + ".index")
+    source = source or open_init(config)
+    if source is not None:
+        bert_config, init = source.bert_config, artifacts.fingerprint(source.checkpoint_file)
     else:
         bert_config = BertConfig.from_json_file(config.bert_config_file)
     files = (pretraining_input.record_files(config.input_file) if config.input_format == TFRECORD
@@ -377,19 +288,26 @@ def manifest_for(config):
         "settings": settings,
         "bert_config": bert_config.to_dict(),
         "init_checkpoint": init,
-        "vocab_file": artifacts.fingerprint(resolve_vocab_file(config)),
+        "vocab_file": artifacts.fingerprint(resolve_vocab_file(config, source)),
         "data": {str(i): artifacts.fingerprint(path) for i, path in enumerate(files)},
         "kbert_version": artifacts.kbert_version(),
     }
 
 
-def training_dataset(config, strategy, vocab_file):
+def training_dataset(config, strategy, vocab_file, start_step=0):
     """The training input: TFRecords sharded by file (TensorFlow's AUTO policy), or raw text,
-    one byte range per input pipeline (`distribute_datasets_from_function`)."""
+    one byte range per input pipeline (`distribute_datasets_from_function`).
+
+    TFRecords continue at global step `start_step`: a run resumed there (on one worker) sees
+    the batches of the uninterrupted run; the records before it are read again, which is
+    fast. Raw text starts over: pairing and masking it again up to that step would cost about
+    as much input work as the steps took.
+    """
     if config.input_format == TFRECORD:
         return pretraining_input.pretraining_dataset(
             config.input_file, config.train_batch_size, max_seq_length=config.max_seq_length,
-            max_predictions_per_seq=config.max_predictions_per_seq, seed=config.seed)
+            max_predictions_per_seq=config.max_predictions_per_seq, seed=config.seed,
+            skip_batches=start_step)
 
     def dataset_fn(input_context):
         return pretraining_text.pretraining_text_dataset(
@@ -414,11 +332,14 @@ def evaluate(model, config, vocab_file=None):
             max_predictions_per_seq=config.max_predictions_per_seq, shuffle=False, repeat=True)
     else:
         dataset = pretraining_text.pretraining_text_dataset(
-            config.eval_input_file, vocab_file or resolve_vocab_file(config),
+            config.eval_input_file, vocab_file or resolve_vocab_file(config, open_init(config)),
             config.eval_batch_size, config=config.text_config, pair_task=config.pair_task,
             input_format=config.input_format, do_lower_case=config.do_lower_case,
             seed=config.seed, shuffle_buffer=0)
-    metrics = model.evaluate(dataset, steps=config.max_eval_steps, return_dict=True, verbose=0)
+    metrics = model.evaluate(
+        dataset, steps=config.max_eval_steps, return_dict=True, verbose=0,
+        callbacks=[progress.PredictionProgress(config.log_every_n_steps,
+                                               examples_per_step=config.eval_batch_size)])
     metrics = _named_metrics(model, metrics)
     results = {
         "masked_lm_accuracy": metrics["mlm_logits_accuracy"],

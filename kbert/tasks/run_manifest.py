@@ -11,7 +11,6 @@ import shutil
 from kbert import artifacts
 from kbert.checkpoints import tf1
 from kbert.tasks import epoch_callbacks
-from kbert.tasks import fine_tuning
 
 # Settings that do not change what training does: a restart may change them.
 _NOT_IN_MANIFEST = ("output_dir", "overwrite_output_dir", "do_eval", "do_predict",
@@ -21,10 +20,10 @@ _NOT_IN_MANIFEST = ("output_dir", "overwrite_output_dir", "do_eval", "do_predict
 
 # What an earlier run leaves that --overwrite_output_dir removes; without a manifest, any of
 # them refuses the run.
-_RUN_DIRS = (fine_tuning.BACKUP_DIR, epoch_callbacks.LOG_DIR)
-_RUN_FILES = (fine_tuning.MODEL_FILE, epoch_callbacks.TRAINING_LOG_FILE,
-              fine_tuning.TRAIN_RESULTS_FILE, fine_tuning.EVAL_RESULTS_FILE + ".txt",
-              fine_tuning.EVAL_RESULTS_FILE + ".json", tf1.RELEASE_PREFIX + ".*",
+_RUN_DIRS = (artifacts.BACKUP_DIR, epoch_callbacks.LOG_DIR)
+_RUN_FILES = (artifacts.MODEL_FILE, epoch_callbacks.TRAINING_LOG_FILE,
+              artifacts.TRAIN_RESULTS_FILE, artifacts.EVAL_RESULTS_FILE + ".txt",
+              artifacts.EVAL_RESULTS_FILE + ".json", tf1.RELEASE_PREFIX + ".*",
               "checkpoint")  # the state file beside bert_model.ckpt
 
 
@@ -33,7 +32,8 @@ def manifest_for(config, source, data_files=()):
 
     Args:
         config: `FineTuningConfig`.
-        source: `InitSource`, or None for a model trained from scratch.
+        source: `kbert.models.opening.OpenedModel`, or None for a model trained from
+            scratch.
         data_files: sequence of (name, path) of the data read.
     """
     settings = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)
@@ -68,11 +68,11 @@ def begin_training(config, manifest):
     inputs += [(name, entry["path"]) for name, entry in manifest["data"].items()]
     artifacts.claim(config.output_dir, manifest, overwrite_output_dir=config.overwrite_output_dir,
                     inputs=inputs, owned=_RUN_DIRS + _RUN_FILES,
-                    progress=(fine_tuning.BACKUP_DIR,))
+                    progress=(artifacts.BACKUP_DIR,))
 
 
 def finish_training(config):
     """Marks the run in `output_dir` finished (a rerun needs `overwrite_output_dir`), then
     removes its `backup/`: call it once the outputs are written."""
     artifacts.finish(config.output_dir)
-    shutil.rmtree(os.path.join(config.output_dir, fine_tuning.BACKUP_DIR), ignore_errors=True)
+    shutil.rmtree(os.path.join(config.output_dir, artifacts.BACKUP_DIR), ignore_errors=True)

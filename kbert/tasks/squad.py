@@ -21,6 +21,7 @@ import dataclasses
 import json
 import math
 import os
+import random
 import shutil
 import time
 
@@ -29,10 +30,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from kbert import artifacts
 from kbert import io
-from kbert import ranges
 from kbert.data import pipeline
 from kbert.data import squad as squad_data
+from kbert.models import opening
 from kbert.models.encoder import BertEncoder
 from kbert.models.span_labeler import MASKED_LOGIT
 from kbert.models.span_labeler import BertSpanLabeler
@@ -43,39 +45,43 @@ from kbert.tasks import fine_tuning
 from kbert.tasks import run_manifest
 from kbert.tasks import squad_metrics
 from kbert.tasks import squad_postprocess
+from kbert.tasks.configs import SquadConfig
+from kbert.tokenization import vocab as vocab_lib
 from kbert.tokenization.tokenizer import FullTokenizer
-
-BACKUP_DIR = fine_tuning.BACKUP_DIR
 
 
 def build_model(init_checkpoint=None, bert_config_file=None, allow_null=False,
                 mixed_precision="float32"):
-    """A `BertSpanLabeler` from a `.keras` file, a Google checkpoint, or a fresh config.
+    """A `BertSpanLabeler` from a saved model, a pretrained checkpoint, or a fresh config.
 
     Built in the current strategy scope and dtype policy; a `.keras` file is converted to
     `mixed_precision`.
 
     Args:
-        init_checkpoint: str or None. A saved `.keras` span labeler, or a Google release /
-            training directory / checkpoint prefix (its `cls/squad` head is loaded if present).
+        init_checkpoint: str, `kbert.models.opening.OpenedModel` or None. Anything
+            `open_model` opens: a saved `.keras` span labeler, or a Google, Hugging Face or
+            keras-hub checkpoint (its span head is loaded if present).
         bert_config_file: str or None. `bert_config.json`; required without a checkpoint,
-            else defaults to the one beside it.
+            else defaults to the one beside a Google checkpoint.
         allow_null: bool. SQuAD 2.0's [CLS] "no answer". Defaults to False.
         mixed_precision: str. The policy of a model loaded from `.keras`. Defaults to
             "float32".
     """
-    if init_checkpoint and init_checkpoint.endswith(".keras"):
-        model = distribution.load_in_precision(init_checkpoint, mixed_precision)
-        if model.allow_null != allow_null:
-            raise ValueError(f"{init_checkpoint}: allow_null is {model.allow_null}; this run "
-                             f"needs {allow_null} (version_2_with_negative)")
-        return model
-    if init_checkpoint:
-        return BertSpanLabeler.from_google_checkpoint(init_checkpoint, allow_null,
-                                                      config=bert_config_file)
-    if not bert_config_file:
-        raise ValueError("pass init_checkpoint, or bert_config_file for a model from scratch")
-    return BertSpanLabeler(BertEncoder.from_config_file(bert_config_file), allow_null)
+    source = init_checkpoint
+    if isinstance(source, (str, os.PathLike)):
+        source = opening.open_model(source, bert_config_file=bert_config_file)
+    if source is None:
+        if not bert_config_file:
+            raise ValueError("pass init_checkpoint, or bert_config_file for a model from "
+                             "scratch")
+        return BertSpanLabeler(BertEncoder.from_config_file(bert_config_file), allow_null)
+    if source.kind != opening.KERAS:
+        return BertSpanLabeler.from_google_checkpoint(source.google_checkpoint(), allow_null)
+    model = fine_tuning.load_keras_model(source, BertSpanLabeler, mixed_precision)
+    if model.allow_null != allow_null:
+        raise ValueError(f"{source.keras_file}: allow_null is {model.allow_null}; this run "
+                         f"needs {allow_null} (version_2_with_negative)")
+    return model
 
 
 def training_batches(features, batch_size, seed=0, start_step=0, group_by_length=True):
@@ -159,7 +165,7 @@ def train(model, features, output_dir, *, batch_size=32, num_train_epochs=3.0,
     fine_tuning.compile_model(model, total, learning_rate=learning_rate,
                               warmup_proportion=warmup_proportion, jit_compile=jit_compile,
                               run_eagerly=run_eagerly, **compile_settings)
-    backup_dir = os.path.join(output_dir, BACKUP_DIR)
+    backup_dir = os.path.join(output_dir, artifacts.BACKUP_DIR)
     backup = backups.Backup(backup_dir)
     backup.set_model(model)
     backup.restore()  # now, so that the data stream can start where it stopped
@@ -258,65 +264,6 @@ def predict_logits(model, features, batch_size=8):
     return start, end
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class SquadConfig(fine_tuning.FineTuningConfig):
-    """One SQuAD run: the shared settings (`FineTuningConfig`) plus Google's run_squad.py flags.
-
-    `do_train` trains on `train_file`; `do_predict` predicts `predict_file` and scores it when
-    it has answers. Without `init_checkpoint`, `bert_config_file` starts a model from scratch.
-
-    Args:
-        train_file, predict_file: str. SQuAD JSON files.
-        doc_stride: int. Pieces between window starts. Defaults to 128.
-        max_query_length: int. Questions are cut to this many pieces. Defaults to 64.
-        max_answer_length: int. Longest answer, in pieces. Defaults to 30.
-        n_best_size: int. Answers kept per question. Defaults to 20.
-        version_2_with_negative: bool. SQuAD 2.0 (unanswerable questions). Defaults False.
-        null_score_diff_threshold: float. Predict "" above this. Defaults to 0.0.
-        save_checkpoints_steps: int. Most steps between backups. Defaults to 1000.
-        max_seq_length: int. Window length in pieces. Defaults to 384.
-        num_train_epochs: float. Passes over the training windows (fractions allowed).
-    """
-
-    whole_epochs = False
-
-    train_file: str | None = None
-    predict_file: str | None = None
-    doc_stride: int = ranges.field(128, ranges.at_least(1))
-    max_query_length: int = ranges.field(64, ranges.at_least(1))
-    max_answer_length: int = ranges.field(30, ranges.at_least(1))
-    n_best_size: int = ranges.field(20, ranges.at_least(1))
-    version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
-    save_checkpoints_steps: int = ranges.field(1000, ranges.at_least(1))
-    max_seq_length: int = 384
-    num_train_epochs: float = 3.0
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.do_eval:
-            raise ValueError("SQuAD has no do_eval: do_predict scores predict_file when it "
-                             "has answers")
-        if self.max_seq_length <= self.max_query_length + 3:
-            raise ValueError(f"max_seq_length ({self.max_seq_length}) must be greater than "
-                             f"max_query_length ({self.max_query_length}) + 3")
-
-    def data_files(self):
-        """(flag, path) of every file the steps asked for read."""
-        return [(name, getattr(self, name)) for name, wanted in (
-            ("train_file", self.do_train), ("predict_file", self.do_predict)) if wanted]
-
-    def model_path(self):
-        """`init_checkpoint`; when only predicting, `output_dir/model.keras`; None to train
-        a model from scratch (`bert_config_file`)."""
-        if self.init_checkpoint is None and self.do_train:
-            if not self.bert_config_file:
-                raise ValueError("pass init_checkpoint, or bert_config_file for a model from "
-                                 "scratch")
-            return None
-        return super().model_path()
-
-
 def run_squad(config: SquadConfig) -> dict:
     """Google's run_squad.py as a function: train on `train_file`, predict `predict_file`.
 
@@ -332,16 +279,20 @@ def run_squad(config: SquadConfig) -> dict:
 
 def _run_squad(config, strategy):
     path = config.model_path()
-    source = (fine_tuning.resolve_init(path, config.vocab_file, config.bert_config_file)
+    source = (opening.open_model(path, config.vocab_file, config.bert_config_file)
               if path else None)
-    vocab_file = source.vocab_file if source else config.vocab_file
-    if vocab_file is None:
+    if source is None and config.vocab_file is None:
         raise ValueError("pass vocab_file (a model from scratch has no vocab beside it)")
+    vocab_file = source.vocab_file if source else config.vocab_file
     fine_tuning.validate_inputs(config, source, config.data_files())
     fine_tuning.check_trained_head(config, source, BertSpanLabeler)
     # Both files parsed before any training.
     train_examples = squad_data.read_squad_examples(
         config.train_file, True, config.version_2_with_negative) if config.do_train else None
+    if train_examples and config.max_train_examples:  # a seeded subset, in file order
+        count = min(config.max_train_examples, len(train_examples))
+        keep = sorted(random.Random(config.seed).sample(range(len(train_examples)), count))
+        train_examples = [train_examples[i] for i in keep]
     if config.do_predict:
         dataset = squad_data.load_squad_file(config.predict_file)
         predict_examples = squad_data.read_squad_examples(
@@ -350,11 +301,12 @@ def _run_squad(config, strategy):
     if config.do_train:
         run_manifest.begin_training(config, run_manifest.manifest_for(
             config, source, config.data_files()))
-    model = build_model(path, config.bert_config_file, config.version_2_with_negative,
+    model = build_model(source, config.bert_config_file, config.version_2_with_negative,
                         config.mixed_precision)
-    if source is not None:  # else a model from scratch, on bert_config_file
-        fine_tuning.check_loaded_model(config, model, source)
-    tokenizer = FullTokenizer(vocab_file, do_lower_case=config.do_lower_case)
+    # The vocab validate_inputs read (a model from scratch: read here).
+    tokenizer = FullTokenizer(source.vocab() if source else vocab_file,
+                              do_lower_case=config.do_lower_case,
+                              never_split=vocab_lib.load_added_tokens(vocab_file))
     featurize = dict(tokenizer=tokenizer, max_seq_length=config.max_seq_length,
                      doc_stride=config.doc_stride, max_query_length=config.max_query_length,
                      version_2_with_negative=config.version_2_with_negative)
@@ -415,7 +367,7 @@ def _run_squad(config, strategy):
             "max_query_length": config.max_query_length,
             "max_answer_length": config.max_answer_length,
             "null_score_diff_threshold": config.null_score_diff_threshold})
-        io.write_json(os.path.join(output_dir, fine_tuning.TRAIN_RESULTS_FILE), results["train"])
+        io.write_json(os.path.join(output_dir, artifacts.TRAIN_RESULTS_FILE), results["train"])
         run_manifest.finish_training(config)
     if config.do_predict:
         # The kept epoch's dev predictions when they were the last ones made in training.

@@ -12,6 +12,7 @@ BUILDERS = {
     "pretrainer": kbert.BertPretrainer,
     "classifier": lambda encoder: kbert.BertClassifier(encoder, 3),
     "regression": lambda encoder: kbert.BertClassifier(encoder, 1),
+    "multi_label": lambda encoder: kbert.BertClassifier(encoder, 4, multi_label=True),
     "span_labeler": kbert.BertSpanLabeler,
     "tagger": lambda encoder: kbert.BertTokenClassifier(encoder, 5),
     "tagger_crf": lambda encoder: kbert.BertTokenClassifier(encoder, 5, use_crf=True),

@@ -60,19 +60,20 @@ def run_transformers(model_class, directory, x):
                   attention_mask=torch.tensor(x["padding_mask"], dtype=torch.long)), hf.config
 
 
-@pytest.mark.parametrize("kind", ["classifier", "regression", "span_labeler", "tagger_crf",
-                                  "pretrainer", "encoder"])
+@pytest.mark.parametrize("kind", ["classifier", "regression", "multi_label", "span_labeler",
+                                  "tagger_crf", "pretrainer", "encoder"])
 def test_transformers_loads_each_head(kind, tmp_path):
     model = heads.make_model(kind)
     kbert.save_model(model, str(tmp_path), format="huggingface")
     x = heads.inputs()
     ours = heads.outputs(model, x)
     mask = x["padding_mask"].astype(bool)
-    if kind in ("classifier", "regression"):
+    if kind in ("classifier", "regression", "multi_label"):
         out, config = run_transformers(transformers.BertForSequenceClassification, tmp_path, x)
         np.testing.assert_allclose(out.logits.numpy(), ours["output"], atol=1e-4)
-        assert config.problem_type == ("regression" if kind == "regression"
-                                       else "single_label_classification")
+        assert config.problem_type == {"regression": "regression",
+                                       "multi_label": "multi_label_classification"}.get(
+            kind, "single_label_classification")
         assert config.hidden_act == "gelu_new"
     elif kind == "span_labeler":
         out, _ = run_transformers(transformers.BertForQuestionAnswering, tmp_path, x)
@@ -158,3 +159,20 @@ def test_reads_a_preset_that_keras_hub_saved(tmp_path):
     assert sorted(os.listdir(tmp_path / "google")) == [
         "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
         "checkpoint", "run_manifest.json", "vocab.txt"]
+
+
+def test_transformers_trains_a_multi_label_head_with_binary_cross_entropy(tmp_path):
+    model = heads.make_model("multi_label")
+    kbert.save_model(model, str(tmp_path), format="huggingface")
+    x = heads.inputs()
+    targets = np.array([[1, 0, 0, 1], [0, 0, 1, 0]], np.float32)
+    hf = transformers.BertForSequenceClassification.from_pretrained(str(tmp_path)).eval()
+    with torch.no_grad():
+        out = hf(input_ids=torch.tensor(x["token_ids"], dtype=torch.long),
+                 token_type_ids=torch.tensor(x["segment_ids"], dtype=torch.long),
+                 attention_mask=torch.tensor(x["padding_mask"], dtype=torch.long),
+                 labels=torch.tensor(targets))
+    # transformers' loss for the problem_type is kbert's compile default on the same logits.
+    model.compile()
+    expected = model.loss(targets, heads.outputs(model, x)["output"])
+    np.testing.assert_allclose(out.loss.numpy(), expected, atol=1e-5)

@@ -1,5 +1,7 @@
 """kbert -> Google / Hugging Face / keras-hub -> kbert, for every head: bit-identical weights."""
 
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -14,6 +16,7 @@ HEAD_TENSORS = {
                    "cls/predictions/output_bias": [31]},
     "classifier": {"output_weights": [3, 12], "output_bias": [3]},
     "regression": {"output_weights": [1, 12], "output_bias": [1]},
+    "multi_label": {"output_weights": [4, 12], "output_bias": [4]},
     "span_labeler": {"cls/squad/output_weights": [2, 12], "cls/squad/output_bias": [2]},
     "tagger": {"cls/ner/output_weights": [5, 12], "cls/ner/output_bias": [5]},
     "tagger_crf": {"cls/ner/output_weights": [5, 12], "cls/ner/crf/transitions": [5, 5],
@@ -23,6 +26,7 @@ HEAD_TENSORS = {
 
 def assert_same_model(first, second):
     assert type(first) is type(second)
+    assert getattr(first, "multi_label", False) == getattr(second, "multi_label", False)
     a, b = heads.weights(first), heads.weights(second)
     assert sorted(a) == sorted(b)
     for path in a:
@@ -41,7 +45,9 @@ def test_google_round_trip(kind, tmp_path):
     for name, shape in HEAD_TENSORS[kind].items():
         assert shapes[name] == shape, name
     assert ("cls/ner/crf/transitions" in shapes) == (kind == "tagger_crf")
-    assert_same_model(model, kbert.load_model(str(tmp_path / "out")))
+    # Google's format has no place for multi_label: it is told on the way back.
+    assert_same_model(model, kbert.load_model(str(tmp_path / "out"),
+                                              multi_label=kind == "multi_label"))
 
 
 @pytest.mark.parametrize("format", ["huggingface", "keras_hub"])
@@ -70,3 +76,31 @@ def test_task_model_from_release_gets_a_new_head_but_a_partial_head_fails(tmp_pa
                                          r"cls/ner/crf/transitions"):
         kbert.BertTokenClassifier.from_google_checkpoint(str(tmp_path / "plain"), 5,
                                                          use_crf=True)
+
+
+def test_convert_learns_multi_label_from_the_keras_model(tmp_path):
+    """A recipe's output dir (model.keras) converts to a multi-label Hugging Face model."""
+    model = heads.make_model("multi_label")
+    (tmp_path / "run").mkdir()
+    model.save(str(tmp_path / "run" / "model.keras"))
+    kbert.convert(str(tmp_path / "run"), str(tmp_path / "hf"), format="huggingface")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text(encoding="utf-8"))
+    assert config["problem_type"] == "multi_label_classification"
+    assert config["id2label"] == {str(i): f"LABEL_{i}" for i in range(4)}
+    kbert.convert(str(tmp_path / "run"), str(tmp_path / "kh"), format="keras_hub")
+    assert kbert.load_model(str(tmp_path / "kh")).multi_label
+    # Google's format: recorded nowhere, so told on the way back (or out).
+    kbert.convert(str(tmp_path / "run"), str(tmp_path / "google"))
+    assert not kbert.load_model(str(tmp_path / "google")).multi_label
+    kbert.convert(str(tmp_path / "google"), str(tmp_path / "hf2"), format="huggingface",
+                  multi_label=True, label_names=["a", "b", "c", "d"])
+    back = kbert.load_model(str(tmp_path / "hf2"))
+    assert back.multi_label and back.num_classes == 4
+    kbert.save_model(heads.make_model("span_labeler"), str(tmp_path / "squad"),
+                     format="huggingface")
+    with pytest.raises(ValueError, match="multi_label applies to a classifier head, not to "
+                                         "BertForQuestionAnswering"):
+        kbert.convert(str(tmp_path / "squad"), str(tmp_path / "y"), format="huggingface",
+                      multi_label=True)
+    with pytest.raises(ValueError, match="multi_label applies to a classifier head"):
+        kbert.load_model(str(tmp_path / "squad"), multi_label=True)

@@ -190,8 +190,8 @@ def test_datasets(tiny_tokenizer):
     sentences = conll.read_ner_file(TRAIN)
     label_map = {name: i for i, name in enumerate(conll.label_vocabulary(sentences))}
     windows = conll.featurize(sentences, tiny_tokenizer, 24, label_map)
-    dataset, steps = conll.training_dataset(windows, batch_size=4, seed=0)
-    batches = list(dataset)
+    epochs, steps = conll.training_epochs(windows, batch_size=4, seed=0)
+    batches = list(epochs(0).take(steps))  # the first epoch
     assert len(batches) == steps
     assert sum(int(b[0]["token_ids"].shape[0]) for b in batches) == len(windows)
     total_weight = 0.0
@@ -209,7 +209,7 @@ def test_datasets(tiny_tokenizer):
         expected = windows.features["token_ids"][window].numpy()
         np.testing.assert_array_equal(row[: len(expected)], expected)
     with pytest.raises(ValueError, match="no training sentences"):
-        conll.training_dataset(conll.featurize([], tiny_tokenizer, 8, label_map), 4)
+        conll.training_epochs(conll.featurize([], tiny_tokenizer, 8, label_map), 4)
 
 
 def test_write_predictions(tmp_path):

@@ -101,6 +101,24 @@ def test_training_batches_with_bucket_boundaries():
             tokenized, one_bucket)
 
 
+def test_training_epochs_are_a_function_of_the_seed_and_the_epoch():
+    """What a resumed run needs: the batches from epoch k on, whatever ran before."""
+    tokenized = pipeline.tokenize(examples(np.random.default_rng(0).integers(1, 37, size=50)),
+                                  fake_preprocessor)
+
+    def batches(seed, first_epoch, epochs):
+        dataset_of, steps = pipeline.training_epochs(tokenized, np.arange(50), 8, seed=seed)
+        dataset = dataset_of(first_epoch).take(epochs * steps)
+        return [ids.numpy().tolist() for _, ids in dataset], steps
+
+    straight, steps = batches(3, 0, 3)
+    assert steps == 7 and batches(3, 2, 1)[0] == straight[2 * steps:]
+    epochs = [straight[i * steps:(i + 1) * steps] for i in range(3)]
+    for epoch in epochs:
+        assert sorted(i for batch in epoch for i in batch) == list(range(50))
+    assert epochs[0] != epochs[1] != epochs[2] and batches(4, 0, 1)[0] != epochs[0]
+
+
 def test_length_groups_cut_padding():
     lengths = np.array([5] * 32 + [120] * 32)
     tokenized = pipeline.tokenize(examples(lengths - 2), _long_preprocessor)
@@ -144,6 +162,7 @@ def test_datasets_for_keras_run_without_tf_data_autotuning():
     datasets = [pipeline.training_dataset(tokenized, labels, 2, seed=0)[0],
                 pipeline.training_dataset(tokenized, labels, 2, seed=0,
                                           bucket_boundaries=[6])[0],
+                pipeline.training_epochs(tokenized, labels, 2)[0](1),
                 pipeline.inference_dataset(tokenized, 2)[0],
                 packing.training_dataset(tokenized, labels, 2, 16, seed=0)[0]]
     for dataset in datasets:

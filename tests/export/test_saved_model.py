@@ -535,3 +535,65 @@ def test_regression_head_returns_score(tiny, tmp_path):
     assert sorted(out) == ["score", "tokens"]
     features = kbert.BertPreprocessor(vocab, max_seq_length=8)(tf.constant(texts))
     np.testing.assert_allclose(out["score"], model(features, training=False)[:, 0], atol=1e-5)
+
+
+def test_multi_label_classifier_serves_every_label(tiny, tmp_path):
+    encoder, vocab = tiny
+    model = BertClassifier(kbert.BertEncoder.from_config(encoder.get_config()), 4,
+                           multi_label=True)
+    model.encoder.set_weights(encoder.get_weights())
+    head = model.output_dense.kernel
+    head.assign(np.random.default_rng(0).normal(0, 3, head.shape))
+    texts = ["he said that it was", "", "the end of the s", "a, to of and in", "it is"]
+    features = kbert.BertPreprocessor(vocab, max_seq_length=8)(tf.constant(texts))
+    logits = np.asarray(model(features, training=False))
+    probabilities = 1 / (1 + np.exp(-logits.astype(np.float64)))
+    # Per label, a threshold between its probabilities, so both decisions occur.
+    thresholds = np.sort(probabilities, axis=0)[2].round(6).tolist()
+    names = ["toxic", "insult", "obscene", "threat"]
+    # As tools/export_saved_model.py passes a recipe's export_settings.json.
+    settings = {"label_names": names, "thresholds": thresholds, "multi_label": True}
+    export_dir = export_saved_model(model, tmp_path / "multi", vocab, max_seq_length=8,
+                                    **settings)
+    loaded = tf.saved_model.load(export_dir)
+    out = loaded.signatures["serving_default"](text=tf.constant(texts))
+    assert sorted(out) == ["label_names", "logits", "predicted", "probabilities", "tokens"]
+    np.testing.assert_allclose(out["logits"], logits, atol=1e-5)
+    np.testing.assert_allclose(out["probabilities"], probabilities, atol=1e-6)
+    assert out["probabilities"].dtype == tf.float32 and out["predicted"].dtype == tf.bool
+    np.testing.assert_array_equal(out["predicted"],
+                                  out["probabilities"].numpy() >= np.float32(thresholds))
+    assert 0 < out["predicted"].numpy().sum() < out["predicted"].numpy().size
+    assert out["label_names"].numpy().astype(str).tolist() == [names] * len(texts)
+    by_ids = loaded.signatures["serve_token_ids"](
+        input_ids=features["token_ids"], input_mask=features["padding_mask"],
+        segment_ids=features["segment_ids"])
+    np.testing.assert_array_equal(by_ids["predicted"], out["predicted"])
+    empty = loaded.signatures["serving_default"](text=tf.constant([], tf.string))
+    assert empty["label_names"].shape == empty["predicted"].shape == (0, 4)
+    # One label is a binary decision (not a regression score); no names, no name output.
+    single = BertClassifier(kbert.BertEncoder.from_config(encoder.get_config()), 1,
+                            multi_label=True)
+    out = tf.saved_model.load(export_saved_model(single, tmp_path / "one", vocab,
+                                                 max_seq_length=8)).signatures[
+        "serving_default"](text=tf.constant(texts[:2]))
+    assert sorted(out) == ["logits", "predicted", "probabilities", "tokens"]
+    np.testing.assert_array_equal(out["predicted"], out["probabilities"].numpy() >= 0.5)
+
+
+def test_multi_label_export_arguments(tiny, tmp_path):
+    encoder, vocab = tiny
+    multi = BertClassifier(encoder, 2, multi_label=True)
+    with pytest.raises(ValueError, match=r"thresholds must be one float per label \(2\)"):
+        export_saved_model(multi, tmp_path / "a", vocab, max_seq_length=8, thresholds=[0.5])
+    with pytest.raises(ValueError, match=r"thresholds\[1\] must be a probability in \[0, 1\]"):
+        export_saved_model(multi, tmp_path / "a", vocab, max_seq_length=8,
+                           thresholds=[0.5, 1.5])
+    with pytest.raises(ValueError, match="thresholds apply to a multi-label classifier, not a "
+                                         r"BertClassifier \(multi_label=False\)"):
+        export_saved_model(BertClassifier(encoder, 2), tmp_path / "a", vocab,
+                           max_seq_length=8, thresholds=[0.5, 0.5])
+    with pytest.raises(ValueError, match="multi_label=False was recorded, but the model's "
+                                         "multi_label is True"):
+        export_saved_model(multi, tmp_path / "a", vocab, max_seq_length=8, multi_label=False)
+    assert not os.listdir(tmp_path)

@@ -165,3 +165,31 @@ def test_packed_classifier_trains_saves_and_loads(tiny_config, tmp_path):
                          batch_size=2, verbose=0)
     assert np.isfinite(history.history["loss"][0])
     harness.assert_saves_and_loads(packed, batch.features, str(tmp_path / "packed.keras"))
+
+
+@pytest.mark.parametrize("num_classes", [4, 1])
+def test_multi_label_head_compiles_trains_and_round_trips(tiny_encoder, tmp_path, num_classes):
+    model = BertClassifier(tiny_encoder, num_classes, multi_label=True)
+    assert model.multi_label and not model.is_regression  # one label is binary, not a score
+    logits = model(inputs(), training=False)
+    assert logits.shape == (2, num_classes) and logits.dtype == "float32"
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    assert isinstance(model.loss, keras.losses.BinaryCrossentropy)
+    assert model.loss.get_config()["from_logits"]
+    targets = np.array([[1, 0, 1, 1], [0, 0, 1, 0]], "float32")[:, :num_classes]
+    history = model.fit(inputs(), targets, batch_size=2, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0]) and "accuracy" in history.history
+    # Binary accuracy on logits: a logit > 0 is probability > 0.5, a predicted label.
+    [metric] = keras.saving.serialize_keras_object(model.get_compile_config()["metrics"])
+    assert metric["class_name"] == "BinaryAccuracy" and metric["config"]["threshold"] == 0.0
+    loaded = harness.assert_saves_and_loads(model, inputs(), str(tmp_path / "m.keras"))
+    assert loaded.multi_label and loaded.num_classes == num_classes
+    assert isinstance(loaded.loss, keras.losses.BinaryCrossentropy)
+    clone = harness.assert_config_roundtrip(model)
+    assert clone.multi_label and clone.get_config()["multi_label"] is True
+
+
+def test_multi_label_from_google_checkpoint(tiny_encoder, tmp_path):
+    kbert.save_google_checkpoint(tiny_encoder, str(tmp_path / "bert_model.ckpt"))
+    model = BertClassifier.from_google_checkpoint(str(tmp_path), 3, multi_label=True)
+    assert model.multi_label and model.num_classes == 3

@@ -7,7 +7,10 @@ import keras
 import numpy as np
 import pytest
 
+from kbert import artifacts
+from kbert.models import opening
 from kbert.tasks import casing
+from kbert.tasks import configs
 from kbert.tasks import epoch_callbacks
 from kbert.tasks import fine_tuning
 from kbert.tasks import run_manifest
@@ -53,23 +56,23 @@ def test_casing_guard_by_vocab(tmp_path):
 
 def test_casing_override(tiny_google_dir, tmp_path):
     cased = vocab(tmp_path, LOWER_WORDS[:22] + UPPER_WORDS, "cased.txt")  # 31, as the model
-    source = fine_tuning.resolve_init(tiny_google_dir, vocab_file=cased)
-    config = fine_tuning.FineTuningConfig(output_dir=str(tmp_path / "out"), do_eval=True,
+    source = opening.open_model(tiny_google_dir, vocab_file=cased)
+    config = configs.FineTuningConfig(output_dir=str(tmp_path / "out"), do_eval=True,
                                           max_seq_length=16)
     with pytest.raises(ValueError, match="upper-case letters"):
         fine_tuning.validate_inputs(config, source)
-    allowed = fine_tuning.FineTuningConfig(output_dir=str(tmp_path / "out"), do_eval=True,
+    allowed = configs.FineTuningConfig(output_dir=str(tmp_path / "out"), do_eval=True,
                                            max_seq_length=16, allow_casing_mismatch=True)
     fine_tuning.validate_inputs(allowed, source)
 
 
 def test_validate_inputs(tiny_google_dir, tmp_path):
-    source = fine_tuning.resolve_init(tiny_google_dir)
-    config = fine_tuning.FineTuningConfig(output_dir=str(tmp_path), do_eval=True,
+    source = opening.open_model(tiny_google_dir)
+    config = configs.FineTuningConfig(output_dir=str(tmp_path), do_eval=True,
                                           max_seq_length=16)
     with pytest.raises(FileNotFoundError, match="dev.tsv: not found \\(dev_file\\)"):
         fine_tuning.validate_inputs(config, source, [("dev_file", str(tmp_path / "dev.tsv"))])
-    long = fine_tuning.FineTuningConfig(output_dir=str(tmp_path), do_eval=True,
+    long = configs.FineTuningConfig(output_dir=str(tmp_path), do_eval=True,
                                         max_seq_length=17)
     with pytest.raises(ValueError, match="max_seq_length=17 is longer than the model's "
                                          "max_position_embeddings=16"):
@@ -77,15 +80,15 @@ def test_validate_inputs(tiny_google_dir, tmp_path):
     big = vocab(tmp_path, [f"w{i}" for i in range(40)], "big.txt")
     with pytest.raises(ValueError, match=r"big.txt: 45 tokens, but the model \(.*\) has "
                                          r"vocab_size=31 embedding rows"):
-        fine_tuning.validate_inputs(config, fine_tuning.resolve_init(tiny_google_dir, big))
+        fine_tuning.validate_inputs(config, opening.open_model(tiny_google_dir, big))
 
 
 def test_manifest_resumes_only_the_same_run(tiny_google_dir, tmp_path):
     def config(**kwargs):
-        return fine_tuning.FineTuningConfig(output_dir=str(tmp_path), do_train=True,
+        return configs.FineTuningConfig(output_dir=str(tmp_path), do_train=True,
                                             init_checkpoint=tiny_google_dir, **kwargs)
 
-    source = fine_tuning.resolve_init(tiny_google_dir)
+    source = opening.open_model(tiny_google_dir)
     first = run_manifest.manifest_for(config(), source)
     run_manifest.begin_training(config(), first)
     run_manifest.begin_training(config(do_eval=True), first)  # same run: resumes
@@ -101,7 +104,7 @@ def test_manifest_resumes_only_the_same_run(tiny_google_dir, tmp_path):
     (tmp_path / "model.keras").write_text("old")
     run_manifest.begin_training(config(learning_rate=1e-3, overwrite_output_dir=True), other)
     assert not (tmp_path / "model.keras").exists()
-    manifest = json.loads((tmp_path / fine_tuning.MANIFEST_FILE).read_text())
+    manifest = json.loads((tmp_path / artifacts.MANIFEST_FILE).read_text())
     assert manifest["settings"]["learning_rate"] == 1e-3 and manifest["finished"] is False
 
 
@@ -118,6 +121,7 @@ def test_best_epoch_is_kept(tmp_path):
     class Config:
         output_dir, num_train_epochs, learning_rate = str(tmp_path), 3, 0.1
         warmup_proportion, jit_compile, keep_best_epoch = 0.0, False, True
+        train_batch_size, log_every_n_steps = 4, 0
 
         @staticmethod
         def compile_settings():

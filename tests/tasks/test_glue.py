@@ -9,10 +9,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import kbert
+from kbert import artifacts
+from kbert.checkpoints import GoogleCheckpoint
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
 from kbert.tasks import epoch_callbacks
+from kbert.tasks import fine_tuning
 from kbert.tasks import glue
+from kbert.tokenization import vocab as vocab_lib
 
 GLUE_DIR = os.path.join(os.path.dirname(__file__), "..", "fixtures", "glue")
 
@@ -126,7 +131,7 @@ def test_ax_is_predicted_with_an_mnli_model(tiny_google_dir, tmp_path):
         config("AX", "diagnostic", tmp_path, do_train=True)
     two = BertClassifier(BertEncoder.from_google_checkpoint(tiny_google_dir), 2)
     two.save(str(tmp_path / "two.keras"))
-    with pytest.raises(ValueError, match="expected a BertClassifier with 3 outputs for AX"):
+    with pytest.raises(ValueError, match="expected a BertClassifier with 3 outputs"):
         glue.run_glue(config("AX", "diagnostic", tmp_path / "ax", do_predict=True,
                              init_checkpoint=str(tmp_path / "two.keras")))
 
@@ -203,7 +208,8 @@ def assert_google_checkpoint(out, head_shapes, load):
 
 
 def _one_step_run(tmp_path, tiny_google_dir, name, **kwargs):
-    """glue.train on the 8 MRPC fixture examples with dropout 0; returns (stats, weights)."""
+    """The recipe's training on the 8 MRPC fixture examples with dropout 0; returns (stats,
+    weights)."""
     from kbert.tokenization import BertPreprocessor
 
     run = config("MRPC", "MRPC", tmp_path / name, init_checkpoint=tiny_google_dir,
@@ -217,7 +223,14 @@ def _one_step_run(tmp_path, tiny_google_dir, name, **kwargs):
     model.set_weights(pretrained.get_weights())
     preprocessor = BertPreprocessor(os.path.join(tiny_google_dir, "vocab.txt"),
                                     max_seq_length=16, pad_to_max_length=False)
-    stats, _ = glue.train(model, run, spec, preprocessor, glue.read_data(run, spec))
+    recipe = glue.ClassifierRecipe(run)
+    recipe.spec, recipe.preprocessor = spec, preprocessor
+    training = recipe.training(model, {"train": glue.read_split(run, spec, "train")})
+    trained = training.model or model
+    stats = fine_tuning.fit_and_record(trained, training.dataset, training.steps_per_epoch, run,
+                                       stats=training.stats,
+                                       compile_kwargs=training.compile_kwargs)
+    model.set_weights(trained.get_weights())
     return stats, [w.copy() for w in model.get_weights()]
 
 
@@ -252,3 +265,55 @@ def test_steps_per_execution_gives_the_same_run(tiny_google_dir, tmp_path):
     assert four["final_loss"] == pytest.approx(one["final_loss"], rel=1e-6)
     for a, b in zip(one_weights, four_weights, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_a_run_starts_from_a_hugging_face_directory(tiny_google_dir, tmp_path):
+    hf_dir = tmp_path / "hf"
+    kbert.convert_google_to_huggingface(tiny_google_dir, str(hf_dir))
+    out = tmp_path / "out"
+    # A rate too small to move the weights: the model must start from the HF directory's.
+    results = glue.run_glue(config("MRPC", "MRPC", out, init_checkpoint=str(hf_dir),
+                                   do_train=True, do_eval=True, learning_rate=1e-12))
+    assert results["train"]["examples"] == 8 and results["eval"]["dev"]["examples"] == 5
+    manifest = json.loads((out / artifacts.MANIFEST_FILE).read_text())
+    assert manifest["init_checkpoint"]["path"] == str(hf_dir / "model.safetensors")
+    assert manifest["vocab_file"]["path"] == str(hf_dir / "vocab.txt")
+    assert (out / "vocab.txt").read_text() == (hf_dir / "vocab.txt").read_text()
+    release = kbert.BertEncoder.from_google_checkpoint(tiny_google_dir)
+    trained = keras.saving.load_model(str(out / "model.keras")).encoder
+    for a, b in zip(release.weights, trained.weights, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, err_msg=a.path)
+
+
+@pytest.mark.parametrize("start", ["release", "trained_google_checkpoint"])
+def test_a_run_opens_its_checkpoint_once_and_reads_its_vocab_once(tiny_google_dir, tmp_path,
+                                                                   monkeypatch, start):
+    init = tiny_google_dir
+    steps = dict(do_train=True, do_eval=True)
+    if start == "trained_google_checkpoint":  # evaluating it checks its head first
+        glue.run_glue(config("MRPC", "MRPC", tmp_path / "trained", init_checkpoint=init,
+                             do_train=True))
+        init = tmp_path / "google"
+        init.mkdir()
+        for name in os.listdir(tmp_path / "trained"):
+            if name.startswith(("bert_model.ckpt", "bert_config", "vocab")):
+                shutil.copy(tmp_path / "trained" / name, init)
+        init, steps = str(init), dict(do_eval=True)
+    opened, read = [], []
+    original_open, original_load_vocab = GoogleCheckpoint.open.__func__, vocab_lib.load_vocab
+
+    def counting_open(cls, path, config=None):
+        opened.append(path)
+        return original_open(cls, path, config)
+
+    def counting_load_vocab(path):
+        read.append(path)
+        return original_load_vocab(path)
+
+    monkeypatch.setattr(GoogleCheckpoint, "open", classmethod(counting_open))
+    monkeypatch.setattr(vocab_lib, "load_vocab", counting_load_vocab)
+    results = glue.run_glue(config("MRPC", "MRPC", tmp_path / "out", init_checkpoint=init,
+                                   **steps))
+    assert results["eval"]["dev"]["examples"] == 5
+    assert opened == [init]
+    assert read == [os.path.join(init, "vocab.txt")]

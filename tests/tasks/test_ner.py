@@ -88,7 +88,7 @@ def test_crf_on_two_column_bmes_data(tiny_google_dir, tmp_path):
     results = ner.run_ner(config(tmp_path, train_file=resume, dev_file=resume, test_file=None,
                                  data_format="two_column", use_crf=True,
                                  init_checkpoint=tiny_google_dir, do_train=True, do_eval=True,
-                                 evaluate_every_epoch=False, max_train_sentences=2))
+                                 evaluate_every_epoch=False, max_train_examples=2))
     assert results["train"]["use_crf"] and results["train"]["sentences"] == 2
     assert "best_epoch" not in results["train"]
     model = keras.saving.load_model(str(tmp_path / "model.keras"))
@@ -136,7 +136,7 @@ def test_one_epoch_scores_dev_once(tiny_google_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(ner, "predict_windows",
                         lambda *args, **kwargs: calls.append(1) or original(*args, **kwargs))
     results = ner.run_ner(config(tmp_path, init_checkpoint=tiny_google_dir, do_train=True,
-                                 do_eval=True, test_file=None, max_train_sentences=4))
+                                 do_eval=True, test_file=None, max_train_examples=4))
     assert len(calls) == 1  # the epoch's dev predictions are the final evaluation's
     written = (tmp_path / "dev_predictions.txt").read_text().strip().split("\n\n")
     predicted = [[line.split()[2] for line in block.splitlines()] for block in written]
@@ -170,11 +170,12 @@ def test_document_context_without_docstart_is_one_document(tmp_path, caplog):
     run = config(tmp_path, train_file=resume, data_format="two_column", do_train=True,
                  document_context=True)
     with caplog.at_level("WARNING"):
-        sentences = run.read(resume)
+        sentences = ner.read_sentences(run, resume)
     assert {s.document for s in sentences} == {0}
     assert "one document (no -DOCSTART- lines" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING"):
-        config(tmp_path, do_train=True, document_context=True).read(
-            os.path.join(FIXTURES, "train.txt"))  # one -DOCSTART-, at the top: one document
+        # One -DOCSTART-, at the top: one document.
+        ner.read_sentences(config(tmp_path, do_train=True, document_context=True),
+                           os.path.join(FIXTURES, "train.txt"))
     assert "one document" in caplog.text

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import warnings
 
 import keras
@@ -60,22 +61,30 @@ class _StopAfterFirstEpoch(backups.SaveModel):
 
 
 @pytest.mark.slow
-def test_run_pretraining_resumes_and_saves_a_google_checkpoint(records, tmp_path, monkeypatch):
+def test_run_pretraining_resumes_and_saves_a_google_checkpoint(records, tmp_path, monkeypatch,
+                                                                caplog):
     pattern, bert_config, vocab = records
     config = pretraining.PretrainingConfig(
         input_file=pattern, output_dir=str(tmp_path), bert_config_file=bert_config,
         vocab_file=vocab, train_batch_size=8, learning_rate=5e-2, num_train_steps=12,
         num_warmup_steps=0, save_checkpoints_steps=6, eval_input_file=pattern,
-        max_eval_steps=4, seed=0)
+        max_eval_steps=4, seed=0, log_every_n_steps=3)
     monkeypatch.setattr(backups, "SaveModel", _StopAfterFirstEpoch)
     with pytest.raises(KeyboardInterrupt):
         pretraining.run_pretraining(config)
     monkeypatch.undo()
     assert os.path.isdir(tmp_path / "backup") and os.path.exists(tmp_path / "pretrainer.keras")
 
-    with warnings.catch_warnings(record=True) as caught:
+    caplog.clear()
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level("INFO", logger="absl"):
         warnings.simplefilter("always")
         results = pretraining.run_pretraining(config)
+    # Progress (kbert.tasks.progress) of the resumed epoch only, then of the evaluation.
+    shown = [re.match(r"(.*?)(?: in \w+,)? [\d.,?]+ steps/s", r.getMessage())
+             for r in caplog.records if r.name == "absl"]
+    assert [m[1] for m in shown if m] == [
+        "epoch 2/2 step 3/6 (50%)", "epoch 2/2 step 6/6 (100%)", "epoch 2/2 done: 6 steps",
+        "evaluate step 3/4 (75%) 24 examples", "evaluate done: 4 steps (32 examples)"]
     # No Keras noise, e.g. "shuffle=True was passed, but will be ignored" for a tf.data input.
     assert not [w for w in caught if "shuffle" in str(w.message)], [str(w.message) for w in caught]
     assert results["train"]["global_step"] == 12 and results["train"]["steps_this_run"] == 6
@@ -99,3 +108,25 @@ def test_run_pretraining_resumes_and_saves_a_google_checkpoint(records, tmp_path
     for name, value in trained(inputs, training=False).items():
         np.testing.assert_allclose(reloaded(inputs, training=False)[name], value, atol=1e-5)
     assert float(tf.reduce_max(tf.abs(trained.get_layer("nsp_head").kernel))) > 0
+
+
+def test_a_resumed_run_on_records_equals_the_uninterrupted_one(records, tmp_path, monkeypatch):
+    """The resumed run reads on from the step it restored, not from the first record again."""
+    pattern, bert_config, vocab = records
+
+    def run(out):
+        return pretraining.run_pretraining(pretraining.PretrainingConfig(
+            input_file=pattern, output_dir=str(out), bert_config_file=bert_config,
+            vocab_file=vocab, train_batch_size=4, learning_rate=5e-2, num_train_steps=4,
+            num_warmup_steps=0, save_checkpoints_steps=2, seed=0))
+
+    run(tmp_path / "straight")
+    monkeypatch.setattr(backups, "SaveModel", _StopAfterFirstEpoch)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "run")
+    monkeypatch.undo()
+    assert run(tmp_path / "run")["train"]["steps_this_run"] == 2
+    straight, resumed = (kbert.BertPretrainer.from_google_checkpoint(
+        str(tmp_path / name / "model.ckpt-4")) for name in ("straight", "run"))
+    for a, b in zip(straight.get_weights(), resumed.get_weights(), strict=True):
+        np.testing.assert_allclose(b, a, atol=1e-6, rtol=0)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import kbert
+from kbert import artifacts
 from kbert.data import squad as squad_data
 from kbert.models.span_labeler import MASKED_LOGIT
 from kbert.models.span_labeler import BertSpanLabeler
@@ -95,7 +96,7 @@ def test_train_resumes_where_it_stopped(tiny, tmp_path):
     result = squad.train(straight, features, str(tmp_path / "straight"), **settings)
     # 22 // 4 = 5 steps an epoch, 1.3 epochs = 6 steps, in 3 parts of 2 (into epoch 2).
     assert (result["steps"], result["steps_per_part"], result["start_step"]) == (6, 2, 0)
-    assert not os.path.exists(tmp_path / "straight" / squad.BACKUP_DIR)
+    assert not os.path.exists(tmp_path / "straight" / artifacts.BACKUP_DIR)
 
     class Interrupt(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
@@ -105,7 +106,7 @@ def test_train_resumes_where_it_stopped(tiny, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         squad.train(fresh(), features, str(tmp_path / "run"), callbacks=[Interrupt()],
                     **settings)
-    assert os.path.exists(tmp_path / "run" / squad.BACKUP_DIR)
+    assert os.path.exists(tmp_path / "run" / artifacts.BACKUP_DIR)
     resumed = fresh()
     result = squad.train(resumed, features, str(tmp_path / "run"), **settings)
     assert result["start_step"] == 4 and int(resumed.optimizer.iterations.numpy()) == 6
@@ -173,7 +174,7 @@ def test_the_best_epoch_is_kept(tiny, tmp_path, monkeypatch):
     out = tmp_path / "out"
     assert_kept_epoch(out, snapshots, 1, BertSpanLabeler)
     assert len(calls) == 3  # epochs 1 and 2, then the kept epoch 1 again for the predictions
-    assert not os.path.exists(out / squad.BACKUP_DIR)
+    assert not os.path.exists(out / artifacts.BACKUP_DIR)
     log = (out / "training_log.csv").read_text().splitlines()
     assert "dev_f1" in log[0] and "dev_exact_match" in log[0] and len(log) == 3
     scores = json.loads((out / "eval_results.json").read_text())

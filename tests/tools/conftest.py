@@ -1,13 +1,10 @@
-"""The tools import this checkout's kbert (not an installed one) and their sibling modules."""
+"""The tools import this checkout's kbert (not an installed one)."""
 
 import os
-import sys
 
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-# Tests that import a tool in-process find its sibling modules (_cli, _flags) as it does.
-sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 
 @pytest.fixture(autouse=True)

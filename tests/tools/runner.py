@@ -1,9 +1,10 @@
 """Runs a tool of tools/ as a user does, in this process or in a fresh one.
 
-`run_tool` executes `tools/<name>` as `__main__` in the test's own process, with its absl
-flags parsed from the argument list, and returns what a subprocess would: the exit status and
-the text written to stdout and stderr. TensorFlow and Keras are imported once per test worker
-instead of once per run, so most tool tests take a second or two instead of ten.
+`run_tool` executes `tools/<name>` (which runs its `kbert.cli` module) as `__main__` in the
+test's own process, with its absl flags parsed from the argument list, and returns what a
+subprocess would: the exit status and the text written to stdout and stderr. TensorFlow and
+Keras are imported once per test worker instead of once per run, so most tool tests take a
+second or two instead of ten.
 
 `run_tool_in_subprocess` is the real entry point (`python tools/<name> ...`): one smoke test per
 tool uses it, and so do the tests that need a fresh process (a kill, TensorFlow's C++ start-up
@@ -14,12 +15,14 @@ import contextlib
 import dataclasses
 import io
 import os
+import re
 import runpy
 import subprocess
 import sys
 from unittest import mock
 
 import keras
+from absl import app
 from absl import flags
 from absl import logging
 
@@ -27,8 +30,13 @@ from tests.limits import SUBPROCESS_TIMEOUT
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOLS = os.path.join(ROOT, "tools")
-# Modules of tools/ that define flags or read sys.argv when imported: imported afresh each run.
-_TOOL_MODULES = ("_cli", "_flags")
+# The modules that define flags or read sys.argv when imported, imported afresh each run: the
+# package kbert.cli and its modules (the package too, or `from kbert.cli import run_ner` would
+# find the last run's module as its attribute).
+_TOOL_MODULES = re.compile(r"^kbert\.cli(\.|$)")
+# absl's --help, --helpfull and --helpxml: defined once per process (absl guards it), so they
+# must be there before a run records which flags it defines and removes after.
+app.define_help_flags()
 
 
 @dataclasses.dataclass
@@ -87,8 +95,8 @@ def _forget_flags_defined_since(flags_before):
     for name in set(flags.FLAGS) - flags_before:
         delattr(flags.FLAGS, name)
     flags.FLAGS.unparse_flags()
-    for module in _TOOL_MODULES:
-        sys.modules.pop(module, None)
+    for module in [name for name in sys.modules if _TOOL_MODULES.match(name)]:
+        del sys.modules[module]
 
 
 def run_tool_in_subprocess(name, *args, env=None):

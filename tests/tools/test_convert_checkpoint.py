@@ -60,6 +60,6 @@ def test_usage_errors(tmp_path):
     result = run("--output_dir=x")
     assert result.returncode != 0 and "input" in result.stderr
     result = run(f"--input={tmp_path}", f"--output_dir={tmp_path}/o")
-    assert result.returncode != 0 and "expected one checkpoint" in result.stderr
+    assert result.returncode != 0 and "not a model kbert reads" in result.stderr
     result = run(f"--input={tmp_path}", f"--output_dir={tmp_path}/o", "--to=onnx")
     assert result.returncode != 0 and "--to" in result.stderr

@@ -24,7 +24,7 @@ def test_writes_shards_then_skips_them(tmp_path):
                                             "train.tfrecord_meta.json"]
     meta = json.loads((tmp_path / "train.tfrecord_meta.json").read_text())
     assert meta["max_seq_length"] == 64 and meta["num_instances"] > 200
-    assert "instances/s" in result.stderr
+    assert "instances/s" in result.stderr and "ETA " in result.stderr
 
     # A second run with the same flags finds both shards complete.
     result = run(*args)

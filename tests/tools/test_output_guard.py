@@ -163,8 +163,8 @@ def test_a_full_disk_is_one_line_and_the_next_run_resumes(tiny_google_dir, tmp_p
 
     with mock.patch.object(keras.Model, "save_weights", fills_the_disk):
         line = one_error_line(classify(*flags))
-    assert line.startswith(f"error: {out}/backup/epoch-000002: no space left on device (it "
-                           "needs about "), line
+    assert line.startswith(f"error: {out}/backup/epoch-000002/model.weights.h5: no space left "
+                           "on device (it needs about "), line
     assert "free there) — free some space and run the same command again" in line
     result = classify(*flags)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -216,3 +216,29 @@ def test_extract_features_never_replaces_its_input(tiny_google_dir, tmp_path):
         "extract_features.py", f"--input_file={text}", f"--output_file={text}",
         f"--init_checkpoint={tiny_google_dir}", "--max_seq_length=16", "--layers=-1"))
     assert text.read_text() == "the cat\n"
+
+
+def test_export_on_a_full_disk_is_one_line(tiny_google_dir, tmp_path):
+    export_dir = tmp_path / "export"
+    full = OSError(errno.ENOSPC, "No space left on device")
+    with mock.patch("tensorflow.saved_model.save", side_effect=full):
+        line = one_error_line(run_tool("export_saved_model.py", f"--model={tiny_google_dir}",
+                                       f"--export_dir={export_dir}", "--max_seq_length=8"))
+    assert line.startswith(f"error: {export_dir}: no space left on device ("), line
+    assert "free some space and run the same command again" in line
+    assert os.listdir(tmp_path) == []  # no temporary directory left
+
+
+def test_extract_features_never_replaces_an_output_without_overwrite(tiny_google_dir, tmp_path):
+    text, out = tmp_path / "in.txt", tmp_path / "out.jsonl"
+    text.write_text("the cat\n")
+    out.write_text("the user's\n")
+    extract = functools.partial(
+        run_tool, "extract_features.py", f"--input_file={text}", f"--output_file={out}",
+        f"--init_checkpoint={tiny_google_dir}", "--max_seq_length=16", "--layers=-1")
+    line = one_error_line(extract())
+    assert f"{out}: exists" in line and "--overwrite" in line, line
+    assert out.read_text() == "the user's\n"
+    assert extract("--overwrite").returncode == 0
+    assert json.loads(out.read_text())["features"]  # replaced by the features of "the cat"
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.jsonl"]  # no lock or temporary

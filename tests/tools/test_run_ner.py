@@ -19,7 +19,7 @@ def test_train_eval_predict_with_crf(tiny_google_dir, tmp_path):
                  f"--test_file={FIXTURES}/test.txt", f"--init_checkpoint={tiny_google_dir}",
                  f"--output_dir={tmp_path}", "--do_train", "--do_eval", "--do_predict",
                  "--use_crf", "--max_seq_length=16", "--train_batch_size=8",
-                 "--num_train_epochs=1", "--max_train_sentences=6", "--learning_rate=1e-3",
+                 "--num_train_epochs=1", "--max_train_examples=6", "--learning_rate=1e-3",
                  "--noevaluate_every_epoch")
     assert result.returncode == 0, result.stderr[-3000:]
     assert {"eval_results.txt", "eval_results.json", "train_results.json", "labels.txt",
@@ -52,7 +52,7 @@ def test_mirrored_mixed_bfloat16(tiny_google_dir, tmp_path):
     result = run(f"--train_file={FIXTURES}/train.txt", f"--dev_file={FIXTURES}/dev.txt",
                  f"--init_checkpoint={tiny_google_dir}", f"--output_dir={tmp_path}",
                  "--do_train", "--do_eval", "--use_crf", "--max_seq_length=16",
-                 "--train_batch_size=8", "--num_train_epochs=1", "--max_train_sentences=6",
+                 "--train_batch_size=8", "--num_train_epochs=1", "--max_train_examples=6",
                  "--noevaluate_every_epoch", "--distribution_strategy=mirrored",
                  "--mixed_precision=mixed_bfloat16")
     assert result.returncode == 0, result.stderr[-3000:]

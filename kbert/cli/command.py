@@ -1,11 +1,12 @@
-"""What every tool shares: a quiet start, one-line errors and a --help that exits 0.
+"""What every command shares: a quiet start, one-line errors and a --help that exits 0.
 
-Import this module before anything that imports TensorFlow (`import _cli` first in a tool):
-it hides TensorFlow's C++/absl start-up lines (the oneDNN and CPU-feature notices, "All log
-messages before absl::InitializeLog()", cuInit on a machine without a GPU) and its Python
-warnings such as tf.function retracing. `--verbosity=1` (or KBERT_VERBOSE=1) shows all of it,
-and full tracebacks. Then end the tool with `_cli.run(main)` instead of `absl.app.run(main)`:
-errors end the run with one line on stderr,
+A tool ends with `command.run(main)` instead of `absl.app.run(main)`. Its module imports no
+TensorFlow (recipes are imported inside `main`), so --help and flag errors answer at once; `run`
+then starts TensorFlow quietly before `main`, hiding its C++/absl start-up lines (the oneDNN
+and CPU-feature notices, "All log messages before absl::InitializeLog()", cuInit on a machine
+without a GPU) and its Python warnings such as tf.function retracing. `--verbosity=1` (or
+KBERT_VERBOSE=1) shows all of it, and full tracebacks. Errors end the run with one line on
+stderr,
 
     error: <file>:<line>: <what> — <how to fix>
 
@@ -24,11 +25,11 @@ import sys
 import traceback
 import warnings
 
-# The --learning_rate help of the fine-tuning tools (evidence: BENCHMARKS.md, CoNLL NER).
-LEARNING_RATE_HELP = (
-    "Peak learning rate of AdamW. 5e-5 (Google's) suits BERT-Base and Large (2e-5 to 5e-5); "
-    "small models (6 layers or fewer, hidden 384-512, e.g. MiniLM) need 1e-4 to 2e-4: "
-    "MiniLM-L6 on CoNLL NER reached dev F1 0.80 at 2e-4 and 0.49 at 5e-5 (BENCHMARKS.md).")
+from absl import app
+from absl import flags
+
+from kbert import ranges
+
 _HELP_ARGS = ("--help", "-help", "-h", "-?", "--helpshort", "--helpfull")
 _VERBOSITY = re.compile(r"^--?(?:verbosity|v)=?(-?\d+)$")
 # tf.errors raised for files, not programs: missing, unreadable or corrupt inputs.
@@ -79,13 +80,6 @@ def _quiet_start():
 
 
 VERBOSE = verbose()
-if not VERBOSE:
-    _quiet_start()
-
-from absl import app  # noqa: E402  (after the quiet start: absl's C++ twin logs on import)
-from absl import flags  # noqa: E402
-
-from kbert import ranges  # noqa: E402  (imports TensorFlow, after the quiet start)
 
 
 def validate_ranges(config_class):
@@ -187,7 +181,7 @@ def _size(num_bytes):
 
 def describe(error):
     """(exit status, message) for an exception that ended a tool."""
-    from kbert import io  # here: this module is imported before TensorFlow
+    from kbert import io  # here: --help needs no numpy
 
     if io.is_disk_full(error):
         return 2, f"error: {_disk_full_error(error)}"
@@ -209,24 +203,46 @@ def describe(error):
                "--verbosity=1 for the traceback and report it")
 
 
-def _parse_flags(argv):
-    """absl's flag parsing, but --help exits 0 and a bad flag prints only that flag's help."""
-    if any(arg in _HELP_ARGS for arg in argv[1:]):
-        app.usage(shorthelp="--helpfull" not in argv, writeto_stdout=True, exitcode=0)
-    try:
-        return flags.FLAGS(argv)
-    except flags.Error as e:
-        if VERBOSE:
-            traceback.print_exc()
-        print(_usage_error(str(e)), file=sys.stderr)
-        sys.exit(2)
+def _adopt_key_flags(tool):
+    """Makes the flags `tool` (a module name) defined the program's own: absl keys them by
+    sys.argv[0], and --help and the usage errors list those. A tool run as a command or from
+    tools/ is imported, not `__main__`."""
+    if tool != "__main__":
+        for flag in flags.FLAGS.get_key_flags_for_module(tool):
+            flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+
+def _print_help(tool, argv):
+    """absl's --help (`app.usage`), but with the tool's docstring, where absl prints that of
+    `__main__`: the command's generated script or the tools/ entry point."""
+    flag_help = (flags.FLAGS.get_help() if "--helpfull" in argv
+                 else flags.FLAGS.main_module_help())
+    print(f"{tool.__doc__}\nflags:\n{flag_help}\n")
 
 
 def run(main):
-    """`absl.app.run(main)` with one-line errors and exit statuses 2 (bad input) and 1."""
+    """`absl.app.run(main)` with a --help that exits 0, one-line errors, exit statuses 2 (bad
+    input) and 1, and TensorFlow started quietly after the flags are parsed."""
+    tool = sys.modules[main.__module__]
+    _adopt_key_flags(tool.__name__)
+
+    def parse_flags(argv):
+        """absl's flag parsing, but --help exits 0 and a bad flag prints only that flag's help."""
+        if any(arg in _HELP_ARGS for arg in argv[1:]):
+            _print_help(tool, argv)
+            sys.exit(0)
+        try:
+            return flags.FLAGS(argv)
+        except flags.Error as e:
+            if VERBOSE:
+                traceback.print_exc()
+            print(_usage_error(str(e)), file=sys.stderr)
+            sys.exit(2)
 
     def checked_main(argv):
         try:
+            if not VERBOSE:
+                _quiet_start()
             return main(argv)
         except KeyboardInterrupt:
             print("error: interrupted", file=sys.stderr)
@@ -239,4 +255,4 @@ def run(main):
             print(message, file=sys.stderr)
             sys.exit(status)
 
-    app.run(checked_main, flags_parser=_parse_flags)
+    app.run(checked_main, flags_parser=parse_flags)

@@ -1,0 +1,92 @@
+"""A tool's flags, generated from its run config (`kbert.tasks.configs`).
+
+    CONFIG_FLAGS = config_flags.define_config_flags(configs.GlueConfig)
+    ...
+    config = CONFIG_FLAGS.config()       # in main(): the flags' values as a GlueConfig
+
+Every option field of the config (`kbert.options.option`) becomes one absl flag of the same
+name, type, default and help; its range (`kbert.ranges`) is checked when the flags are parsed
+and its choices make an enum flag. So a setting is declared once, in the config, and means the
+same in every tool. Batch sizes are global, split over the replicas.
+"""
+
+import importlib
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from kbert import options
+from kbert.cli import command
+
+# absl's DEFINE for each option type (`kbert.options.value_type`).
+_DEFINE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float,
+           str: flags.DEFINE_string, tuple: flags.DEFINE_list, object: flags.DEFINE_string}
+REQUIRED = ("output_dir", "input_file")
+
+
+class ConfigFlags:
+    """The flags of one config class; `config()` builds the config from their values."""
+
+    def __init__(self, config_class, holders):
+        self.config_class, self.holders = config_class, holders
+
+    def values(self):
+        """{field name: flag value}, lists as tuples."""
+        return {name: tuple(holder.value) if isinstance(holder.value, list) else holder.value
+                for name, holder in self.holders.items()}
+
+    def config(self, **overrides):
+        """The config of the parsed flags; a ValueError of the config is a usage error."""
+        try:
+            return self.config_class(**{**self.values(), **overrides})
+        except ValueError as e:
+            raise app.UsageError(str(e)) from None
+
+
+def define_config_flags(config_class):
+    """Defines a flag for every option field of `config_class`, as key flags of the calling
+    tool (they show in its --help), and their range checks; returns `ConfigFlags`."""
+    # absl names a script's flags after sys.argv[0]; an imported tool after its module.
+    caller = sys._getframe(1).f_globals["__name__"]
+    module_name = sys.argv[0] if caller == "__main__" else caller
+    holders = {}
+    for field in options.fields(config_class):
+        kind = options.value_type(field)
+        choices = field.metadata.get(options.CHOICES)
+        default = field.default
+        if isinstance(default, tuple):
+            default = list(default)
+        if choices:
+            holder = flags.DEFINE_enum(field.name, default, choices, field.metadata[options.HELP],
+                                       module_name=module_name)
+        else:
+            holder = _DEFINE[kind](field.name, default, field.metadata[options.HELP],
+                                   module_name=module_name)
+        holders[field.name] = holder
+    for name in REQUIRED:
+        if name in holders:
+            flags.mark_flag_as_required(name)
+    command.validate_ranges(config_class)
+    return ConfigFlags(config_class, holders)
+
+
+def recipe_main(config_flags, recipe):
+    """The `main(argv)` of a recipe's tool: the config of the parsed flags, run by `recipe`
+    ("module:function", imported only then: --help needs no TensorFlow); each step's results
+    are logged."""
+
+    def main(argv):
+        if len(argv) > 1:
+            raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+        config = config_flags.config()
+        module, function = recipe.split(":")
+        results = getattr(importlib.import_module(module), function)(config)
+        for step, result in results.items():
+            logging.info("%s: %s", step, result)
+        logging.info("Results written to %s", config.output_dir)
+
+    # The tool's main: `command.run` shows the tool's docstring and flags for --help.
+    main.__module__ = sys._getframe(1).f_globals["__name__"]
+    return main

@@ -1,0 +1,128 @@
+"""BertTask: what every kbert head on a `BertEncoder` shares, as keras-hub's `Task`."""
+
+import keras
+
+from kbert import checkpoints
+from kbert.models.encoder import BertEncoder
+
+DEFAULT_LEARNING_RATE = 5e-5  # compile's "auto" Adam: run_classifier.py's --learning_rate default
+
+
+class BertTask(keras.Model):
+    """Base of kbert's heads: an `encoder` (`kbert.BertEncoder`) inside a functional model.
+
+    A subclass sets `self.encoder` and its layers, builds the graph, calls
+    `super().__init__(inputs=..., outputs=..., dtype=..., **kwargs)`, then sets one attribute
+    per name of `CONFIG_KEYS`: its constructor arguments besides `encoder` and `dtype`. The
+    base saves and restores the encoder and those arguments (`get_config`, `from_config`),
+    gives `compile` its "auto" defaults (the subclass supplies `default_loss` and
+    `default_metrics`), and builds the optimizer before `fit` traces the train step. The
+    subclass's `from_google_checkpoint` declares its own arguments and calls
+    `_from_google_checkpoint`; `from_preset` is the same by release name.
+    """
+
+    CONFIG_KEYS = ()  # constructor arguments, besides encoder and dtype, saved in the config
+
+    @property
+    def bert_config(self):
+        """The encoder's hyper-parameters as a `kbert.BertConfig`."""
+        return self.encoder.bert_config
+
+    def default_loss(self):
+        """The loss of `compile(loss="auto")`; None (no loss) unless the head has one."""
+        return None
+
+    def default_metrics(self):
+        """The metrics of `compile(metrics="auto")`; None unless the head has some."""
+        return None
+
+    def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
+        """`keras.Model.compile` with defaults for this head.
+
+        Args:
+            optimizer: a Keras optimizer; "auto" is Adam at 5e-5 (to fine-tune prefer
+                `kbert.create_optimizer`, BERT's AdamW with warm-up and decay).
+            loss: "auto" is the head's `default_loss()`.
+            metrics: "auto" is the head's `default_metrics()`.
+            **kwargs: passed to `keras.Model.compile` (e.g. `jit_compile`).
+        """
+        if optimizer == "auto":
+            optimizer = keras.optimizers.Adam(DEFAULT_LEARNING_RATE)
+        if loss == "auto":
+            loss = self.default_loss()
+        if metrics == "auto":
+            metrics = self.default_metrics()
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def compile_from_config(self, config):
+        # Keras skips restoring the compile state of a model that overrides `compile`; the
+        # saved config holds the resolved optimizer, loss and metrics, so compile with them.
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def fit(self, *args, **kwargs):
+        # Without a distribution strategy Keras builds the optimizer inside the first trace of
+        # the train step, and TensorFlow then traces the whole step a second time because that
+        # trace created variables: ~12 s more at the start of every `fit` of a MiniLM
+        # classifier on 2 CPU cores (BENCHMARKS.md, "The AdamW update compiled per weight
+        # shape"). Under a strategy Keras builds it first, as here.
+        if self.optimizer is not None and not self.optimizer.built:
+            with self.distribute_strategy.scope():
+                self.optimizer.build(self.trainable_variables)
+        return super().fit(*args, **kwargs)
+
+    @classmethod
+    def _from_google_checkpoint(cls, path, config, encoder_kwargs, new_head=True,
+                                **head_kwargs):
+        """The body of a head's `from_google_checkpoint`.
+
+        Args:
+            path: str. Release directory, training directory, checkpoint prefix or the name
+                of a release (`kbert.list_presets()`); or a `GoogleCheckpoint` already open
+                (`kbert.models.opening.open_model(...).google_checkpoint()`: any format).
+            config: `BertConfig`, path of a `bert_config.json`, or None for the one beside
+                the checkpoint (an open checkpoint has its own).
+            encoder_kwargs: dict. Passed to `BertEncoder` (e.g. `dtype`).
+            new_head: bool. A checkpoint without the head's tensors leaves the head new.
+            **head_kwargs: passed to the head's constructor.
+        """
+        source = checkpoints.GoogleCheckpoint.opened(path, config)
+        model = cls(BertEncoder(**source.config.encoder_kwargs(), **encoder_kwargs),
+                    **head_kwargs)
+        model._load_google_weights(source, new_head)
+        return model
+
+    def _load_google_weights(self, source, new_head):
+        checkpoints.load_google_weights(self, source, new_head=new_head)
+
+    @classmethod
+    def from_preset(cls, name_or_path, **kwargs):
+        """`from_google_checkpoint` on one of Google's releases by name (or any path).
+
+        Args:
+            name_or_path: str. A name of `kbert.list_presets()`, e.g.
+                "uncased_L-12_H-768_A-12", downloaded once into `$KBERT_HOME`; or a path.
+            **kwargs: passed to the head's `from_google_checkpoint`: its own arguments (e.g.
+                `num_classes`) and the encoder's (e.g. `dtype`).
+
+        Example:
+        ```python
+        classifier = kbert.BertClassifier.from_preset("uncased_L-12_H-768_A-12",
+                                                      num_classes=2)
+        ```
+        """
+        return cls.from_google_checkpoint(name_or_path, **kwargs)
+
+    def get_config(self):
+        # The init arguments only, not the functional graph, so `from_config` is `cls(**config)`.
+        config = super().get_config()
+        config["encoder"] = keras.layers.serialize(self.encoder)
+        config.update({key: getattr(self, key) for key in self.CONFIG_KEYS})
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.layers.deserialize(config["encoder"])
+        return cls(**config)

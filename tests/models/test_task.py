@@ -1,0 +1,125 @@
+import collections.abc
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import kbert
+from kbert.checkpoints import releases
+from kbert.models.classifier import BertClassifier
+from kbert.models.pretrainer import BertPretrainer
+from kbert.models.span_labeler import BertSpanLabeler
+from kbert.models.task import BertTask
+from kbert.models.token_classifier import BertTokenClassifier
+
+HEADS = [BertClassifier, BertTokenClassifier, BertSpanLabeler, BertPretrainer]
+# `.keras` configs (config.json) of a tiny compiled model of each head, as written before the
+# heads shared `BertTask`: models saved then must keep loading.
+SAVED_CONFIGS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models",
+                             "saved_configs.json")
+SAVED = {  # fixture key -> class, the attributes it was saved with, its "auto" loss
+    "classifier": (BertClassifier, {"num_classes": 3, "dropout": 0.2, "multi_label": True},
+                   keras.losses.BinaryCrossentropy),
+    "token_classifier": (BertTokenClassifier, {"num_labels": 5, "use_crf": True,
+                                               "dropout": 0.3}, type(None)),
+    "span_labeler": (BertSpanLabeler, {"allow_null": True}, collections.abc.Mapping),
+    "pretrainer": (BertPretrainer, {"sentence_head": False}, type(None)),
+}
+# A release name of `kbert.list_presets()` that the tests put in the cache by hand.
+PRESET = "uncased_L-2_H-128_A-2"
+
+
+@pytest.mark.parametrize("model_class", HEADS)
+def test_trainable_models_are_bert_tasks(model_class):
+    assert issubclass(model_class, BertTask)
+
+
+def _without_object_ids(config):
+    """`config` without the `shared_object_id`s, which differ from one process to the next."""
+    if isinstance(config, dict):
+        return {k: _without_object_ids(v) for k, v in config.items() if k != "shared_object_id"}
+    if isinstance(config, list):
+        return [_without_object_ids(v) for v in config]
+    return config
+
+
+@pytest.mark.parametrize("key", sorted(SAVED))
+def test_loads_a_config_saved_before_bert_task(key):
+    with open(SAVED_CONFIGS, encoding="utf-8") as f:
+        saved = json.load(f)[key]
+    model_class, attributes, loss_type = SAVED[key]
+    model = keras.saving.deserialize_keras_object(saved)
+    assert type(model) is model_class
+    assert {name: getattr(model, name) for name in attributes} == attributes
+    assert model.bert_config.num_hidden_layers == 1
+    # The same config comes back, keys and values: a model saved now loads with older code.
+    assert _without_object_ids(model.get_config()) == _without_object_ids(saved["config"])
+    # The compile state comes back too (the span labeler's was skipped before BertTask).
+    optimizer = saved["compile_config"]["optimizer"]
+    assert type(model.optimizer).__name__ == optimizer["class_name"]
+    np.testing.assert_allclose(float(model.optimizer.learning_rate),
+                               optimizer["config"]["learning_rate"])
+    assert isinstance(model.loss, loss_type)
+
+
+@pytest.mark.parametrize("model_class", HEADS)
+def test_compile_auto_is_adam_and_the_heads_loss(tiny_encoder, model_class):
+    model = (model_class(tiny_encoder) if model_class in (BertSpanLabeler, BertPretrainer)
+             else model_class(tiny_encoder, 2))
+    model.compile()
+    assert isinstance(model.optimizer, keras.optimizers.Adam)
+    np.testing.assert_allclose(float(model.optimizer.learning_rate), 5e-5)
+    assert model.get_compile_config()["loss"] == keras.saving.serialize_keras_object(
+        model.default_loss())
+
+
+@pytest.fixture
+def preset_cache(monkeypatch, tmp_path, tiny_google_dir):
+    """`$KBERT_HOME` with the tiny release cached under the name `PRESET`: nothing to download."""
+    monkeypatch.setenv(releases.HOME_ENV, str(tmp_path))
+    os.symlink(tiny_google_dir, tmp_path / PRESET)
+
+
+@pytest.mark.parametrize("model_class, kwargs, new_head", [
+    (BertClassifier, {"num_classes": 2, "multi_label": True}, "output_dense"),
+    (BertTokenClassifier, {"num_labels": 3, "use_crf": True}, "output_dense"),
+    (BertSpanLabeler, {"allow_null": True}, "span_head"),
+    (BertPretrainer, {"heads": "fresh", "sentence_head": False}, "nsp_head"),
+])
+def test_from_preset_is_from_google_checkpoint_on_the_release(
+        preset_cache, tiny_google_dir, model_class, kwargs, new_head):
+    model = model_class.from_preset(PRESET, check_token_ids=True, **kwargs)
+    assert model.encoder.check_token_ids  # an encoder argument reaches the encoder
+    expected = kbert.BertEncoder.from_google_checkpoint(tiny_google_dir)
+    np.testing.assert_array_equal(model.encoder.pooler.kernel.numpy(),
+                                  expected.pooler.kernel.numpy())
+    for name, value in kwargs.items():
+        if name != "heads":
+            assert getattr(model, name) == value
+    if new_head != "nsp_head":
+        np.testing.assert_array_equal(getattr(model, new_head).bias.numpy(), 0)
+    else:
+        assert model.nsp_head is None
+
+
+def test_fit_builds_the_optimizer_before_tracing_the_train_step_once(tiny_encoder):
+    """Without a strategy: TensorFlow traces the step once, not again after a first trace
+    that made the optimizer's variables."""
+    model = BertClassifier(tiny_encoder, 2)
+    model.compile(optimizer=kbert.create_optimizer(1e-3, 10, 1))
+    traces = []
+    train_step = model.train_step
+
+    def counting_train_step(data):
+        traces.append(model.optimizer.built)
+        return train_step(data)
+
+    model.train_step = counting_train_step
+    rng = np.random.default_rng(0)
+    x = {"token_ids": rng.integers(1, 31, (4, 7)).astype("int32"),
+         "segment_ids": np.zeros((4, 7), "int32"), "padding_mask": np.ones((4, 7), "int32")}
+    model.fit(x, rng.integers(0, 2, 4), batch_size=2, epochs=2, verbose=0)
+    assert traces == [True]
+    assert int(model.optimizer.iterations) == 4
