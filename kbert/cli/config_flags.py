@@ -45,12 +45,13 @@ class ConfigFlags:
             raise app.UsageError(str(e)) from None
 
 
-def define_config_flags(config_class):
-    """Defines a flag for every option field of `config_class`, as key flags of the calling
-    tool (they show in its --help), and their range checks; returns `ConfigFlags`."""
+def define_config_flags(config_class, tool=None):
+    """Defines a flag for every option field of `config_class`, as key flags of the tool
+    module named `tool` (default: the caller; they show in its --help), and their range
+    checks; returns `ConfigFlags`."""
+    tool = tool or sys._getframe(1).f_globals["__name__"]
     # absl names a script's flags after sys.argv[0]; an imported tool after its module.
-    caller = sys._getframe(1).f_globals["__name__"]
-    module_name = sys.argv[0] if caller == "__main__" else caller
+    module_name = sys.argv[0] if tool == "__main__" else tool
     holders = {}
     for field in options.fields(config_class):
         kind = options.value_type(field)
@@ -72,10 +73,15 @@ def define_config_flags(config_class):
     return ConfigFlags(config_class, holders)
 
 
-def recipe_main(config_flags, recipe):
-    """The `main(argv)` of a recipe's tool: the config of the parsed flags, run by `recipe`
-    ("module:function", imported only then: --help needs no TensorFlow); each step's results
-    are logged."""
+def recipe_command(config_class, recipe):
+    """A recipe's tool: (its `ConfigFlags`, its `main(argv)`, its command `run()`).
+
+    The flags are `config_class`'s; `main` builds the config from them and runs `recipe`
+    ("module:function", imported only then: --help needs no TensorFlow), logging each step's
+    results; `run` is the installed command's entry point (`command.run(main)`).
+    """
+    tool = sys._getframe(1).f_globals["__name__"]
+    config_flags = define_config_flags(config_class, tool)
 
     def main(argv):
         if len(argv) > 1:
@@ -88,5 +94,5 @@ def recipe_main(config_flags, recipe):
         logging.info("Results written to %s", config.output_dir)
 
     # The tool's main: `command.run` shows the tool's docstring and flags for --help.
-    main.__module__ = sys._getframe(1).f_globals["__name__"]
-    return main
+    main.__module__ = tool
+    return config_flags, main, lambda: command.run(main)

@@ -28,18 +28,12 @@ Batch sizes are global. Add --distribution_strategy=mirrored to train on every l
 --mixed_precision=mixed_bfloat16 or mixed_float16 for mixed precision.
 """
 
-from kbert.cli import command
 from kbert.cli import config_flags
 from kbert.tasks import configs
 
-CONFIG_FLAGS = config_flags.define_config_flags(configs.GlueConfig)
-main = config_flags.recipe_main(CONFIG_FLAGS, "kbert.tasks.glue:run_glue")
-
-
-def run():
-    """The `kbert-run-classifier` command."""
-    command.run(main)
-
+# `run` is the `kbert-run-classifier` command.
+CONFIG_FLAGS, main, run = config_flags.recipe_command(
+    configs.GlueConfig, "kbert.tasks.glue:run_glue")
 
 if __name__ == "__main__":
     run()

@@ -23,18 +23,12 @@ with the same flags, resumes from its last finished epoch; other flags need
 Batch sizes are global; --distribution_strategy and --mixed_precision as in kbert-run-classifier.
 """
 
-from kbert.cli import command
 from kbert.cli import config_flags
 from kbert.tasks import configs
 
-CONFIG_FLAGS = config_flags.define_config_flags(configs.NerConfig)
-main = config_flags.recipe_main(CONFIG_FLAGS, "kbert.tasks.ner:run_ner")
-
-
-def run():
-    """The `kbert-run-ner` command."""
-    command.run(main)
-
+# `run` is the `kbert-run-ner` command.
+CONFIG_FLAGS, main, run = config_flags.recipe_command(
+    configs.NerConfig, "kbert.tasks.ner:run_ner")
 
 if __name__ == "__main__":
     run()

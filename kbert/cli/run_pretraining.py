@@ -25,18 +25,12 @@ GPU, =multi_worker_mirrored (and TF_CONFIG) on several hosts, =tpu with --tpu on
 --mixed_precision=mixed_bfloat16 or mixed_float16 for mixed precision, --jit_compile for XLA.
 """
 
-from kbert.cli import command
 from kbert.cli import config_flags
 from kbert.tasks import configs
 
-CONFIG_FLAGS = config_flags.define_config_flags(configs.PretrainingConfig)
-main = config_flags.recipe_main(CONFIG_FLAGS, "kbert.tasks.pretraining:run_pretraining")
-
-
-def run():
-    """The `kbert-run-pretraining` command."""
-    command.run(main)
-
+# `run` is the `kbert-run-pretraining` command.
+CONFIG_FLAGS, main, run = config_flags.recipe_command(
+    configs.PretrainingConfig, "kbert.tasks.pretraining:run_pretraining")
 
 if __name__ == "__main__":
     run()

@@ -20,18 +20,12 @@ Batch sizes are global. Add --distribution_strategy=mirrored to train on every l
 --mixed_precision=mixed_bfloat16 or mixed_float16 for mixed precision.
 """
 
-from kbert.cli import command
 from kbert.cli import config_flags
 from kbert.tasks import configs
 
-CONFIG_FLAGS = config_flags.define_config_flags(configs.SquadConfig)
-main = config_flags.recipe_main(CONFIG_FLAGS, "kbert.tasks.squad:run_squad")
-
-
-def run():
-    """The `kbert-run-squad` command."""
-    command.run(main)
-
+# `run` is the `kbert-run-squad` command.
+CONFIG_FLAGS, main, run = config_flags.recipe_command(
+    configs.SquadConfig, "kbert.tasks.squad:run_squad")
 
 if __name__ == "__main__":
     run()

@@ -24,7 +24,17 @@ from absl import logging
 from kbert import rates
 
 
-class TrainingProgress(keras.callbacks.Callback):
+class _Progress(keras.callbacks.Callback):
+    """The settings both progress callbacks take (documented on each)."""
+
+    def __init__(self, log_every_n_steps=100, examples_per_step=None, interactive=None):
+        super().__init__()
+        self.log_every_n_steps = _check_every(log_every_n_steps)
+        self.examples_per_step = examples_per_step
+        self.interactive = interactive
+
+
+class TrainingProgress(_Progress):
     """Shows the progress of `model.fit`: Keras' bar on a terminal, else absl lines.
 
     Put it last in the callback list: its epoch line shows the epoch's logs as the callbacks
@@ -39,12 +49,6 @@ class TrainingProgress(keras.callbacks.Callback):
         interactive: bool or None. Keras' progress bar (True) or absl lines (False); None:
             the bar when stdout is a terminal. Defaults to None.
     """
-
-    def __init__(self, log_every_n_steps=100, examples_per_step=None, interactive=None):
-        super().__init__()
-        self.log_every_n_steps = _check_every(log_every_n_steps)
-        self.examples_per_step = examples_per_step
-        self.interactive = interactive
 
     def on_train_begin(self, logs=None):
         self._shown = _info_shown()
@@ -104,7 +108,7 @@ class TrainingProgress(keras.callbacks.Callback):
         return rates.seconds_left(left, self._meter.rate())
 
 
-class PredictionProgress(keras.callbacks.Callback):
+class PredictionProgress(_Progress):
     """Shows the progress of `model.predict` and `model.evaluate`: Keras' bar on a terminal,
     else absl lines ("predict step 30/120 (25%) 240 examples 9.80 steps/s 78.4 examples/s
     ETA 9s"), and one line at the end with the time (and evaluate's metrics).
@@ -117,12 +121,6 @@ class PredictionProgress(keras.callbacks.Callback):
         interactive: bool or None. Keras' progress bar (True) or absl lines (False); None:
             the bar when stdout is a terminal. Defaults to None.
     """
-
-    def __init__(self, log_every_n_steps=100, examples_per_step=None, interactive=None):
-        super().__init__()
-        self.log_every_n_steps = _check_every(log_every_n_steps)
-        self.examples_per_step = examples_per_step
-        self.interactive = interactive
 
     def on_predict_begin(self, logs=None):
         self._begin("predict")

@@ -37,7 +37,11 @@ def _tool(module):
 @pytest.mark.parametrize(("command", "module"), sorted(COMMANDS.items()))
 def test_a_command_is_named_after_its_tool_and_runs_from_a_clone(command, module):
     assert command == "kbert-" + module.replace("_", "-")
-    assert "run" in {node.name for node in _tool(module).body if isinstance(node, ast.FunctionDef)}
+    defined = {node.name for node in _tool(module).body if isinstance(node, ast.FunctionDef)}
+    defined |= {name.id for node in _tool(module).body if isinstance(node, ast.Assign)
+                for target in node.targets for name in ast.walk(target)
+                if isinstance(name, ast.Name)}
+    assert "run" in defined  # `def run()`, or `..., run = config_flags.recipe_command(...)`
     with open(os.path.join(TOOLS, f"{module}.py"), encoding="utf-8") as f:
         assert f"from kbert.cli import {module}\n" in f.read()
 
