@@ -40,6 +40,9 @@ _BUDGET = budget.define_budget_flags(
     max_seq_length=64, train_batch_size=32, eval_batch_size=32, learning_rate=1e-4,
     num_train_epochs=1, warmup_proportion=0.1, max_train_examples=None, seed=12345)
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where the results go.", required=True)
+_SHARE_BIAS = flags.DEFINE_bool(
+    "label_share_bias", False, "Start the head's bias at each label's training log-odds, as "
+    "kbert's recipe does (the Trainer's default is 0: p = 0.5 for every label).")
 
 
 def _read(path, errors="raise"):
@@ -61,6 +64,10 @@ def main(argv):
         _HF.value, num_labels=len(names), problem_type="multi_label_classification",
         id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)},
         dtype=torch.float32)
+    if _SHARE_BIAS.value:
+        share = np.clip(train.label.mean(axis=0), 1e-4, 1 - 1e-4)
+        with torch.no_grad():
+            model.classifier.bias.copy_(torch.tensor(np.log(share / (1 - share))))
     max_seq, precision = _BUDGET.max_seq_length.value, _BUDGET.precision.value
     # Float targets: the loss is BCEWithLogitsLoss.
     rows = hf_common.encode(tokenizer, (list(train.text_a),), train.label.tolist(), max_seq)

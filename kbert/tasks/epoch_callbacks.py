@@ -3,6 +3,7 @@ weights, and record the epoch in `training_log.csv` and TensorBoard's `logs/`.""
 
 import csv
 import importlib.util
+import math
 import os
 
 import keras
@@ -99,6 +100,28 @@ def keep_epoch(best, keep_best_epoch, epochs):
                      dev_metric, best.best["value"])
     result["kept_epoch"] = result.get("best_epoch", epochs) if keep_best_epoch else epochs
     return result
+
+
+class AtEpochEnds(keras.callbacks.Callback):
+    """Runs `callbacks`' `on_epoch_end` after the parts that end an epoch and after the last
+    part, with the epoch's index (a part is one Keras epoch: `parts` of
+    `kbert.tasks.fine_tuning.fit_and_record`)."""
+
+    def __init__(self, callbacks, parts_per_epoch, parts):
+        super().__init__()
+        self.callbacks, self.parts_per_epoch, self.parts = callbacks, parts_per_epoch, parts
+
+    def set_model(self, model):
+        super().set_model(model)
+        for callback in self.callbacks:
+            callback.set_model(model)
+
+    def on_epoch_end(self, part, logs=None):
+        if (part + 1) % self.parts_per_epoch and part + 1 != self.parts:
+            return
+        epoch = math.ceil((part + 1) / self.parts_per_epoch) - 1
+        for callback in self.callbacks:
+            callback.on_epoch_end(epoch, logs)
 
 
 class LogRestored(keras.callbacks.Callback):

@@ -22,6 +22,7 @@ A recipe (`kbert.tasks.glue`, `ner`, `squad`) is a reader, a head and a metric; 
         train_results.json, run_manifest.json; backup/ until the outputs are written
 """
 
+import math
 import os
 import time
 
@@ -158,7 +159,7 @@ def learning_rate_multipliers(model, head_multiplier=1.0, layerwise_decay=None):
 
 
 def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, stats=None,
-                   compile_kwargs=None):
+                   compile_kwargs=None, parts=None, parts_per_epoch=1):
     """Trains `model` for `config.num_train_epochs`, resumably, and records the run.
 
     Callbacks: `kbert.tasks.backups.Backup` in `output_dir/backup` (an interrupted run
@@ -182,11 +183,18 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
         dev_scores: `kbert.tasks.epoch_callbacks.DevScores` or None.
         stats: dict. More entries for train_results.json (examples, ...).
         compile_kwargs: dict. More `model.compile` arguments (a loss, metrics).
+        parts: int or None. Keras epochs to fit, each of `steps_per_epoch` steps and ending
+            with a backup, when an epoch is cut into parts (SQuAD: at most
+            save_checkpoints_steps steps between backups) or the run is a fraction of epochs.
+            Defaults to `config.num_train_epochs` whole epochs.
+        parts_per_epoch: int. With `parts`, the parts of one pass over the data: the dev set
+            is scored, and the best epoch picked, after every that many parts and after the
+            last. Defaults to 1.
 
     Returns:
         dict: what train_results.json holds.
     """
-    epochs = int(config.num_train_epochs)
+    epochs = parts or int(config.num_train_epochs)
     settings = config.compile_settings()
     if callable(dataset):
         # One iterator runs through all epochs: a graph call of steps_per_execution steps
@@ -209,6 +217,9 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
     epoch_seconds = []
     best = (epoch_callbacks.BestEpoch(backup_dir, f"dev_{dev_scores.metric}")
             if dev_scores is not None else None)
+    scoring = [dev_scores, best] if best is not None else []
+    if scoring and parts_per_epoch > 1:
+        scoring = [epoch_callbacks.AtEpochEnds(scoring, parts_per_epoch, epochs)]
     callbacks = [
         # First: epoch_seconds is training time, without the dev scoring.
         keras.callbacks.LambdaCallback(
@@ -216,7 +227,7 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
             on_epoch_end=lambda epoch, logs: epoch_seconds.append(
                 time.perf_counter() - epoch_seconds.pop())),
         # Then the dev scores, so that BestEpoch and the loggers see them.
-        *([dev_scores, best] if best is not None else []),
+        *scoring,
         # After BestEpoch: a backup of epoch N always comes with the best of epochs 1..N.
         backup,
         epoch_callbacks.LogRestored(),
@@ -231,7 +242,8 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
     seconds = time.perf_counter() - start
     epochs_run = len(history.epoch)  # fewer than `epochs` when resumed from a backup
     result = {
-        **(stats or {}), "epochs": epochs, "epochs_this_run": epochs_run,
+        **(stats or {}), "epochs": config.num_train_epochs if parts else epochs,
+        **({"parts": parts} if parts else {}), "epochs_this_run": epochs_run,
         "steps": distribution.global_step(model), "seconds": round(seconds, 2),
         "epoch_seconds": [round(t, 2) for t in epoch_seconds],
         "final_loss": float(history.history["loss"][-1]) if epochs_run else None,
@@ -239,7 +251,8 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
     if "examples" in result and seconds:
         result["examples_per_second"] = round(result["examples"] * epochs_run / seconds, 2)
     if best is not None:
-        result.update(epoch_callbacks.keep_epoch(best, config.keep_best_epoch, epochs))
+        result.update(epoch_callbacks.keep_epoch(best, config.keep_best_epoch,
+                                                 math.ceil(epochs / parts_per_epoch)))
     # backup/ stays until the outputs are written (`run_manifest.finish_training`): a run that
     # dies writing them (a full disk) resumes from it rather than from the start.
     io.write_json(os.path.join(out, artifacts.TRAIN_RESULTS_FILE), result)

@@ -38,6 +38,9 @@ class Training:
         compile_kwargs: dict. More `model.compile` arguments (a loss, metrics).
         model: the model to fit when it is not the recipe's model (a packed twin whose
             weights go back into it after training). Defaults to the recipe's model.
+        parts, parts_per_epoch: int. Epochs cut into parts (`fine_tuning.fit_and_record`):
+            `steps_per_epoch` is then the steps of a part. Default to None (whole epochs)
+            and 1.
     """
 
     dataset: object
@@ -45,6 +48,8 @@ class Training:
     stats: dict
     compile_kwargs: dict = dataclasses.field(default_factory=dict)
     model: object = None
+    parts: int | None = None
+    parts_per_epoch: int = 1
 
 
 @dataclasses.dataclass
@@ -57,12 +62,15 @@ class Scored:
         flat: {"split_metric": value} for eval_results.txt; defaults to every number of
             `eval`.
         extra: more top-level eval_results entries (the task name, ...).
+        summary: the scores of a run that scores one file, in place of `eval`: written at
+            the top level of eval_results, as an official script prints them (SQuAD).
     """
 
     eval: dict = dataclasses.field(default_factory=dict)
     predict: dict = dataclasses.field(default_factory=dict)
     flat: dict | None = None
     extra: dict = dataclasses.field(default_factory=dict)
+    summary: dict | None = None
 
 
 class Recipe:
@@ -150,19 +158,21 @@ def _run(recipe, strategy):
     results, reused = {}, None
     if config.do_train:
         results["train"], reused = _train(recipe, model, data, output_dir)
-        fine_tuning.write_outputs(output_dir, model, source.vocab_file,
+        fine_tuning.write_outputs(output_dir, model,
+                                  source.vocab_file if source else config.vocab_file,
                                   recipe.export_settings(model, data, reused))
         recipe.write_extra(output_dir)
         run_manifest.finish_training(config)
     scored = recipe.score(model, data, output_dir, reused)
-    if scored.eval:
-        results["eval"] = scored.eval
+    if scored.eval or scored.summary:
+        results["eval"] = scored.eval or scored.summary
         # A packed run's optimizer trained a twin model: its step count is the run's.
         step = (results["train"]["steps"] if "train" in results
                 else distribution.global_step(model))
         fine_tuning.write_eval_results(
             output_dir, scored.eval, step, flat=scored.flat, data_files=files,
-            **scored.extra, **fine_tuning.kept_epoch_summary(results.get("train")))
+            **(scored.summary or {}), **scored.extra,
+            **fine_tuning.kept_epoch_summary(results.get("train")))
     if scored.predict:
         results["predict"] = scored.predict
     return results
@@ -177,7 +187,8 @@ def _train(recipe, model, data, output_dir):
     trained = training.model or model
     stats = fine_tuning.fit_and_record(
         trained, training.dataset, training.steps_per_epoch, config, dev_scores=dev_scores,
-        stats=training.stats, compile_kwargs=training.compile_kwargs)
+        stats=training.stats, compile_kwargs=training.compile_kwargs, parts=training.parts,
+        parts_per_epoch=training.parts_per_epoch)
     if trained is not model:
         model.set_weights(trained.get_weights())
     reused = dev_scores.outputs_of(stats.get("kept_epoch")) if dev_scores else None

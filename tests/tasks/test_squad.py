@@ -82,41 +82,6 @@ def test_training_batches(tiny):
         next(squad.training_batches(features, 32))
 
 
-def test_train_resumes_where_it_stopped(tiny, tmp_path):
-    _, features, config = tiny
-
-    def fresh():
-        keras.utils.set_random_seed(1)
-        return BertSpanLabeler(kbert.BertEncoder(**config.encoder_kwargs()))
-
-    # Eager: a few tiny steps cost less than tracing three train functions.
-    settings = dict(batch_size=4, num_train_epochs=1.3, learning_rate=1e-2,
-                    save_checkpoints_steps=2, seed=7, verbose=0, run_eagerly=True)
-    straight = fresh()
-    result = squad.train(straight, features, str(tmp_path / "straight"), **settings)
-    # 22 // 4 = 5 steps an epoch, 1.3 epochs = 6 steps, in 3 parts of 2 (into epoch 2).
-    assert (result["steps"], result["steps_per_part"], result["start_step"]) == (6, 2, 0)
-    assert not os.path.exists(tmp_path / "straight" / artifacts.BACKUP_DIR)
-
-    class Interrupt(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            if epoch == 1:
-                raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        squad.train(fresh(), features, str(tmp_path / "run"), callbacks=[Interrupt()],
-                    **settings)
-    assert os.path.exists(tmp_path / "run" / artifacts.BACKUP_DIR)
-    resumed = fresh()
-    result = squad.train(resumed, features, str(tmp_path / "run"), **settings)
-    assert result["start_step"] == 4 and int(resumed.optimizer.iterations.numpy()) == 6
-    for a, b in zip(straight.weights, resumed.weights, strict=True):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, err_msg=a.path)
-    assert not straight.encoder.pooler.trainable  # unused by the head: not trained
-    np.testing.assert_array_equal(straight.encoder.pooler.kernel.numpy(),
-                                  fresh().encoder.pooler.kernel.numpy())
-
-
 def test_predict_logits_equal_full_length_outputs(tiny):
     _, features, config = tiny
     model = BertSpanLabeler(kbert.BertEncoder(**config.encoder_kwargs()))
@@ -224,6 +189,36 @@ def test_an_interrupted_run_keeps_the_best_epoch_of_both_parts(tiny, tmp_path, m
         with pytest.raises(KeyboardInterrupt):
             squad.run_squad(run)
     results = squad.run_squad(run)
-    assert results["train"]["start_step"] == 5 and len(snapshots) == 2
+    assert results["train"]["epochs_this_run"] == 1 and len(snapshots) == 2
     assert (results["train"]["best_epoch"], results["train"]["kept_epoch"]) == (1, 1)
     assert_kept_epoch(tmp_path / "out", snapshots, 1, BertSpanLabeler)
+
+
+def test_train_resumes_where_it_stopped(tiny, tmp_path, monkeypatch):
+    """1.3 epochs of 5 steps = 6 steps in 3 parts of 2; killed after part 2, the rerun trains
+    part 3 on the batches the uninterrupted run saw, to the same weights."""
+    settings = dict(do_predict=False, num_train_epochs=1.3, save_checkpoints_steps=2, seed=7,
+                    learning_rate=1e-2)
+    straight = squad.run_squad(recipe_config(tmp_path, tiny, output_dir=str(tmp_path / "a"),
+                                             **settings))["train"]
+    assert (straight["steps"], straight["parts"], straight["steps_per_part"]) == (6, 3, 2)
+    assert not os.path.exists(tmp_path / "a" / artifacts.BACKUP_DIR)
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                raise KeyboardInterrupt
+
+    run = recipe_config(tmp_path, tiny, output_dir=str(tmp_path / "b"), **settings)
+    with monkeypatch.context() as patch:
+        patch.setattr(keras.callbacks, "TensorBoard", lambda *a, **k: Interrupt())
+        with pytest.raises(KeyboardInterrupt):
+            squad.run_squad(run)
+    assert os.path.exists(tmp_path / "b" / artifacts.BACKUP_DIR)
+    resumed = squad.run_squad(run)["train"]
+    assert resumed["epochs_this_run"] == 1 and resumed["steps"] == 6
+    models = [keras.saving.load_model(str(tmp_path / d / "model.keras"))
+              for d in ("a", "b")]
+    for a, b in zip(models[0].weights, models[1].weights, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, err_msg=a.path)
+    assert not models[0].encoder.pooler.trainable  # unused by the head: not trained
