@@ -33,6 +33,7 @@ from kbert.models.encoder import BertEncoder
 from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import glue_metrics
+from kbert.tasks import progress
 from kbert.tasks import template
 from kbert.tasks.configs import GlueConfig
 from kbert.tokenization import BertPreprocessor
@@ -241,7 +242,8 @@ def predict(model, examples, preprocessor, batch_size):
     # Under a strategy `predict` splits each batch over the replicas and joins the outputs
     # back in order.
     dataset = distribution.shard_by_data(dataset)
-    return pipeline.restore_order(model.predict(dataset, verbose=0), order)
+    outputs = model.predict(dataset, verbose=0, callbacks=[progress.PredictionProgress()])
+    return pipeline.restore_order(outputs, order)
 
 
 def score(spec, examples, outputs):
