@@ -15,9 +15,7 @@ with run_squad.py's cls/squad head).
       --max_seq_length=384 --doc_stride=128 --train_batch_size=32 --learning_rate=3e-5 \\
       --num_train_epochs=2.0
 
-Batch sizes are global. Add --distribution_strategy=mirrored to train on every local GPU,
-=multi_worker_mirrored (and TF_CONFIG) on several hosts, =tpu with --tpu on a Cloud TPU;
---mixed_precision=mixed_bfloat16 or mixed_float16 for mixed precision.
+Batch sizes are global; --distribution_strategy and --mixed_precision as in kbert-run-classifier.
 """
 
 from kbert.cli import config_flags
