@@ -11,7 +11,7 @@
 
 A recipe subclasses `Recipe` and supplies only what is its own: which files it reads and how,
 its head, its training dataset, how it scores and what it writes. `kbert.tasks.glue`,
-`multi_label` and `ner` are recipes.
+`multi_label`, `ner` and `squad` are recipes.
 """
 
 import dataclasses
