@@ -25,8 +25,7 @@ class MultiLabelRecipe(glue.ClassifierRecipe):
     with `kbert.tasks.template.run(config, MultiLabelRecipe)` (`config.multi_label` set)."""
 
     def data_files(self, source):
-        c = self.config
-        self.settings = source.settings
+        c, self.settings = self.config, source.settings
         return [(name, getattr(c, name)) for name, step in (
             ("train_file", c.do_train), ("dev_file", c.do_eval), ("test_file", c.do_predict))
             if step]
@@ -45,6 +44,7 @@ class MultiLabelRecipe(glue.ClassifierRecipe):
             raise ValueError("pass labels (in id order) to score or predict without training")
         self.labels = tuple(names)
         self.thresholds = np.asarray(self.settings.get("thresholds", [0.5] * len(names)))
+        self.dev_outputs = None  # the trained model's dev probabilities, once computed
         return data
 
     def build_model(self, source, data):
@@ -69,8 +69,9 @@ class MultiLabelRecipe(glue.ClassifierRecipe):
 
     def export_settings(self, model, data, reused):
         if "dev_file" in data:  # the kept epoch's dev outputs pick the thresholds
-            self._scores(data["dev_file"], reused if reused is not None else
-                         self._probabilities(model, data["dev_file"]), tune=True)
+            self.dev_outputs = (reused if reused is not None else
+                                self._probabilities(model, data["dev_file"]))
+            self._scores(data["dev_file"], self.dev_outputs, tune=True)
         c = self.config
         return {"do_lower_case": c.do_lower_case, "max_seq_length": c.max_seq_length,
                 "text_pair": c.text_b_column is not None, "label_names": list(self.labels),
@@ -83,11 +84,11 @@ class MultiLabelRecipe(glue.ClassifierRecipe):
             if name not in data:
                 continue
             examples, path = data[name], os.path.join(output_dir, f"{split}_predictions.tsv")
-            probabilities = self._probabilities(model, examples)
-            gold = None
-            if examples.label is not None:
+            probabilities = (self.dev_outputs if name == "dev_file" and self.dev_outputs
+                             is not None else self._probabilities(model, examples))
+            gold = None if examples.label is None else [join(labels[r > 0]) for r in examples.label]
+            if gold is not None:
                 scored.eval[split] = self._scores(examples, probabilities)[0]
-                gold = [join(labels[row > 0]) for row in examples.label]
             glue.write_prediction_table(
                 path, examples, gold, [join(labels[row >= self.thresholds])
                                        for row in probabilities], self.labels, probabilities)
