@@ -53,6 +53,9 @@ _BUDGET = budget.define_budget_flags(
     learning_rate=1e-4, num_train_epochs=1)
 _OUTPUT = flags.DEFINE_string("output", None, "The results JSON; default work_dir/results.json.")
 _KBERT_FLAGS = budget.define_kbert_flags("run_classifier.py", "--jit_compile=false")
+_HF_FLAGS = flags.DEFINE_list(
+    "huggingface_flags", [], "Extra bench/hf_multi_label_peer.py flags, e.g. "
+    "--huggingface_flags=--label_share_bias (the head's bias starts as kbert's does).")
 
 PEER_SCRIPTS = {"kbert": "tools/run_classifier.py", "huggingface": "bench.hf_multi_label_peer"}
 _PEERS = flags.DEFINE_list("peers", ["kbert", "huggingface"], "Sides to run: kbert, huggingface.")
@@ -166,7 +169,8 @@ def main(argv):
              for split in multi_label_files.SPLITS}
     common = [f"--{split}_file={path}" for split, path in files.items()]
     common.append(f"--labels={','.join(names)}")
-    extra = {"huggingface": [*budget.arguments(_BUDGET), f"--hf_dir={runs.minilm_dir()}"]}
+    extra = {"huggingface": [*budget.arguments(_BUDGET), f"--hf_dir={runs.minilm_dir()}",
+                             *_HF_FLAGS.value]}
     if "kbert" in peers:
         extra["kbert"] = [
             *budget.arguments(_BUDGET, kbert=True), "--multi_label", "--text_a_column=text",
@@ -181,7 +185,8 @@ def main(argv):
                "data": {"train_file": files["train"], "labels": names,
                         **{split: len(gold[split]) for split in gold}},
                "settings": {**budget.settings(_BUDGET), "warmup_proportion": 0.1,
-                            "kbert_flags": _KBERT_FLAGS.value},
+                            "kbert_flags": _KBERT_FLAGS.value,
+                            "huggingface_flags": _HF_FLAGS.value},
                "command": " ".join(["python -m bench.multi_label", *sys.argv[1:]]),
                "std": "sample standard deviation (n - 1) over the seeds", "seeds": {}}
     for seed in _SEEDS.value:

@@ -55,7 +55,8 @@ class Layout(typing.NamedTuple):
     width: int | None = None
 
 
-class TaskSpec(typing.NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
     """One GLUE task, as data.
 
     Args:
@@ -67,6 +68,7 @@ class TaskSpec(typing.NamedTuple):
         unlabelled: `Layout` of the test files.
         dev_files: tuple of (split, file name). Evaluated splits; MNLI has two.
         test_files: tuple of (split, file name, prediction name). Predicted splits.
+            Defaults to GLUE's one `test.tsv`, its predictions named after the task.
         train_file: str or None. None for a task with no training data (AX).
     """
 
@@ -76,8 +78,12 @@ class TaskSpec(typing.NamedTuple):
     labelled: Layout | None
     unlabelled: Layout
     dev_files: tuple[tuple[str, str], ...] = (("dev", "dev.tsv"),)
-    test_files: tuple[tuple[str, str, str], ...] = ()
+    test_files: tuple[tuple[str, str, str], ...] | None = None
     train_file: str | None = "train.tsv"
+
+    def __post_init__(self):
+        if self.test_files is None:
+            object.__setattr__(self, "test_files", (("test", "test.tsv", self.name),))
 
     @property
     def num_classes(self):
@@ -105,27 +111,22 @@ GLUE_TASKS = {
     "cola": TaskSpec(
         "CoLA", ("0", "1"), "matthews_corrcoef",
         labelled=Layout(text_a=3, label=1, header=False, width=4),
-        unlabelled=Layout(text_a=1, index=0),
-        test_files=(("test", "test.tsv", "CoLA"),)),
+        unlabelled=Layout(text_a=1, index=0)),
     "sst2": TaskSpec(
         "SST-2", ("0", "1"), "accuracy",
-        labelled=Layout(text_a=0, label=1), unlabelled=Layout(text_a=1, index=0),
-        test_files=(("test", "test.tsv", "SST-2"),)),
+        labelled=Layout(text_a=0, label=1), unlabelled=Layout(text_a=1, index=0)),
     "mrpc": TaskSpec(
         "MRPC", ("0", "1"), "f1_accuracy",
         labelled=Layout(text_a=3, text_b=4, label=0),
-        unlabelled=Layout(text_a=3, text_b=4, index=0),
-        test_files=(("test", "test.tsv", "MRPC"),)),
+        unlabelled=Layout(text_a=3, text_b=4, index=0)),
     "stsb": TaskSpec(
         "STS-B", REGRESSION, "pearson_spearman",
         labelled=Layout(text_a=7, text_b=8, label=-1),
-        unlabelled=Layout(text_a=7, text_b=8, index=0),
-        test_files=(("test", "test.tsv", "STS-B"),)),
+        unlabelled=Layout(text_a=7, text_b=8, index=0)),
     "qqp": TaskSpec(
         "QQP", ("0", "1"), "f1_accuracy",
         labelled=Layout(text_a=3, text_b=4, label=5),
-        unlabelled=Layout(text_a=1, text_b=2, index=0),
-        test_files=(("test", "test.tsv", "QQP"),)),
+        unlabelled=Layout(text_a=1, text_b=2, index=0)),
     "mnli": TaskSpec(
         "MNLI", _MNLI, "accuracy",
         labelled=Layout(text_a=8, text_b=9, label=-1),
@@ -134,14 +135,11 @@ GLUE_TASKS = {
         test_files=(("test_matched", "test_matched.tsv", "MNLI-m"),
                     ("test_mismatched", "test_mismatched.tsv", "MNLI-mm"))),
     "qnli": TaskSpec(
-        "QNLI", _NLI, "accuracy", labelled=_PAIR, unlabelled=_PAIR_TEST,
-        test_files=(("test", "test.tsv", "QNLI"),)),
+        "QNLI", _NLI, "accuracy", labelled=_PAIR, unlabelled=_PAIR_TEST),
     "rte": TaskSpec(
-        "RTE", _NLI, "accuracy", labelled=_PAIR, unlabelled=_PAIR_TEST,
-        test_files=(("test", "test.tsv", "RTE"),)),
+        "RTE", _NLI, "accuracy", labelled=_PAIR, unlabelled=_PAIR_TEST),
     "wnli": TaskSpec(
-        "WNLI", ("0", "1"), "accuracy", labelled=_PAIR, unlabelled=_PAIR_TEST,
-        test_files=(("test", "test.tsv", "WNLI"),)),
+        "WNLI", ("0", "1"), "accuracy", labelled=_PAIR, unlabelled=_PAIR_TEST),
     # The diagnostic set (glue_data/diagnostic/diagnostic.tsv) has no training data: it is
     # predicted with a model fine-tuned on MNLI, hence MNLI's labels.
     "ax": TaskSpec(

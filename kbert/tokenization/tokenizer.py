@@ -380,11 +380,7 @@ class _BasicTokenizer:
             # No text has a special character (see char_table): every input character is
             # whitespace or outputs exactly one character, so a gap in the sources is
             # whitespace, and punctuation and CJK characters are words by themselves.
-            source = tf.where(length > 0)[:, 0]
-            source_info = tf.gather(info, source)
-            out = tf.gather(code_points, source) + tf.bitwise.right_shift(
-                source_info, char_table.VALUE_SHIFT)
-            alone = tf.not_equal(tf.bitwise.bitwise_and(source_info, char_table.ALONE), 0)
+            source, out, alone = _one_output_each(code_points, info, length)
             breaks = ((source - _shift(source, tf.constant(-2, tf.int64)) > 1)
                       | alone | _shift(alone, False))
             return source, out, breaks
@@ -422,11 +418,7 @@ class _BasicTokenizer:
             (source, out, breaks): int64, int32 and bool [out].
         """
         def one_each():
-            source = tf.where(length > 0)[:, 0]
-            source_info = tf.gather(info, source)
-            out = tf.gather(code_points, source) + tf.bitwise.right_shift(
-                source_info, char_table.VALUE_SHIFT)
-            alone = tf.not_equal(tf.bitwise.bitwise_and(source_info, char_table.ALONE), 0)
+            source, out, alone = _one_output_each(code_points, info, length)
             return source, out, alone, tf.ones_like(alone)
 
         def expanded():  # Hangul, some Indic vowels
@@ -592,6 +584,16 @@ class _Words(NamedTuple):
         words_before = tf.concat([[0], tf.cumsum(tf.cast(word_start, tf.int64))], 0)
         word_ids = tf.gather(words_before, begin + 1) - tf.gather(words_before, row_start) - 1
         return begin - row_start, end - row_start, word_ids
+
+
+def _one_output_each(code_points, info, length):
+    """Where every character outputs at most one: the sources of the outputs (int64), the
+    outputs (int32) and whether each is a word by itself (bool), [out]."""
+    source = tf.where(length > 0)[:, 0]
+    source_info = tf.gather(info, source)
+    out = tf.gather(code_points, source) + tf.bitwise.right_shift(
+        source_info, char_table.VALUE_SHIFT)
+    return source, out, tf.not_equal(tf.bitwise.bitwise_and(source_info, char_table.ALONE), 0)
 
 
 def _bits(value, shift, mask):

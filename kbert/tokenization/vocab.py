@@ -10,6 +10,11 @@ ADDED_TOKENS_FILE = "added_tokens.txt"
 _UNUSED_TOKEN = re.compile(r"\[unused(\d+)\]")
 
 
+def _id_of(token):
+    """A read-only property: the id of the special `token`."""
+    return property(lambda vocab: vocab.ids[token], doc=f"The id of {token}.")
+
+
 class Vocab:
     """The tokens of a BERT `vocab.txt`, in id order (id = line number - 1).
 
@@ -52,25 +57,11 @@ class Vocab:
     def __contains__(self, token):
         return token in self.ids
 
-    @property
-    def pad_id(self):
-        return self.ids["[PAD]"]
-
-    @property
-    def unk_id(self):
-        return self.ids["[UNK]"]
-
-    @property
-    def cls_id(self):
-        return self.ids["[CLS]"]
-
-    @property
-    def sep_id(self):
-        return self.ids["[SEP]"]
-
-    @property
-    def mask_id(self):
-        return self.ids["[MASK]"]
+    pad_id = _id_of("[PAD]")
+    unk_id = _id_of("[UNK]")
+    cls_id = _id_of("[CLS]")
+    sep_id = _id_of("[SEP]")
+    mask_id = _id_of("[MASK]")
 
     @property
     def unused_ids(self):
