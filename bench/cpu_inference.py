@@ -50,9 +50,9 @@ CPU_FLAGS = ("avx512_bf16", "amx_bf16", "avx512_vnni", "amx_int8", "avx512f")
 
 def cpu_flags():
     """The bf16/int8-relevant flags this CPU reports (Linux /proc/cpuinfo; {} elsewhere)."""
-    from kbert.tasks import distribution
+    from kbert import cpu_features
 
-    reported = distribution.cpu_flags()
+    reported = cpu_features.cpu_flags()
     if reported is None:
         return {}
     return {flag: flag in reported for flag in CPU_FLAGS}

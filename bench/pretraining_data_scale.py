@@ -10,7 +10,7 @@
    RSS (os.wait4). Google's tool holds every document and instance in memory; kbert streams
    chunks, so its peak RSS should stay flat as the corpus grows. Google runs only up to
    --google_max_mb (its time grows ~36x faster).
-3. At --beam_size_mb: `kbert.data.pretraining_beam` on the DirectRunner with --beam_workers
+3. At --beam_size_mb: `kbert.data.pretraining.beam_pipeline` on the DirectRunner with --beam_workers
    worker processes against the local tool, same input, flags and shards (the shards are
    byte-identical by design; the bench checks the instance counts agree). Beam's CPU time
    includes its workers'; its peak RSS is the largest single process, not the sum.
@@ -164,16 +164,16 @@ def run_beam_child():
     """The Beam pipeline, in this (measured) process, with the local tool's arguments."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from kbert.data import pretraining
-    from kbert.data import pretraining_beam
+    from kbert.data.pretraining import beam_pipeline
+    from kbert.data.pretraining import instances
 
     source, output = _BEAM_CHILD.value.split(",")
     options = PipelineOptions([f"--direct_num_workers={_BEAM_WORKERS.value}",
                                "--direct_running_mode=multi_processing"])
-    config = pretraining.PretrainingDataConfig(
+    config = instances.PretrainingDataConfig(
         max_seq_length=128, max_predictions_per_seq=20, masked_lm_prob=0.15, short_seq_prob=0.1,
         dupe_factor=_DUPE.value)
-    pretraining_beam.create_pretraining_data_beam(
+    beam_pipeline.create_pretraining_data_beam(
         source, output, _VOCAB.value, pipeline_options=options, config=config,
         do_lower_case=True, random_seed=12345, num_shards=_SHARDS.value,
         input_format="wikiextractor")

@@ -2,7 +2,7 @@
 
 The same real batches (--batch_size x --seq_length, written once by
 tools/create_pretraining_data.py from the shared WikiExtractor corpus with MiniLM's vocab,
-read by `kbert.data.pretraining_input.pretraining_dataset` and held in memory) go through one
+read by `kbert.data.pretraining.record_input.pretraining_dataset` and held in memory) go through one
 full training step (forward, backward, optimizer update) of each implementation, from random
 weights of the same shape (vocab 30,522):
 
@@ -81,9 +81,9 @@ def make_records():
 
 def load_batches(pattern):
     """--num_batches (inputs, labels, sample_weights) batches as numpy, in file order."""
-    from kbert.data import pretraining_input
+    from kbert.data.pretraining import record_input
 
-    dataset = pretraining_input.pretraining_dataset(pattern, _BATCH.value, shuffle=False,
+    dataset = record_input.pretraining_dataset(pattern, _BATCH.value, shuffle=False,
                                                     repeat=True)
     return [tuple({k: v.numpy() for k, v in part.items()} for part in batch)
             for batch in dataset.take(_NUM_BATCHES.value)]

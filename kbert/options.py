@@ -39,6 +39,19 @@ def option(default, help, *, valid=None, choices=None):  # noqa: A002  (absl's w
     return dataclasses.field(default=default, metadata=metadata)
 
 
+_KEEP = object()
+
+
+def same_as(cls, name, *, default=_KEEP, valid=_KEEP, choices=_KEEP):
+    """The option `name` of the config class `cls` again, for another config that takes the
+    same setting: the same help, and the same default, range and choices unless given (a
+    narrower range, another default). tests/test_options.py lists where they differ."""
+    field = cls.__dataclass_fields__[name]
+    return option(field.default if default is _KEEP else default, field.metadata[HELP],
+                  valid=ranges.of(cls).get(name) if valid is _KEEP else valid,
+                  choices=field.metadata.get(CHOICES) if choices is _KEEP else choices)
+
+
 def fields(cls):
     """The option fields of the dataclass `cls` (those declared with `option`), in order."""
     return [f for f in dataclasses.fields(cls) if HELP in f.metadata]
@@ -53,14 +66,25 @@ def check_choices(config):
                              f"{value!r}")
 
 
-def value_type(field):
-    """The type of a field's values, None removed: `int | None` -> int, `tuple[str, ...]`
-    -> tuple. `object` for a field that also takes objects (a strategy)."""
+def _annotation(field):
+    """A field's annotation, None removed; `object` for one that also takes objects."""
     annotation = field.type
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
         annotation = kinds[0] if len(kinds) == 1 else object
+    return annotation
+
+
+def value_type(field):
+    """The type of a field's values, None removed: `int | None` -> int, `tuple[str, ...]`
+    -> tuple. `object` for a field that also takes objects (a strategy)."""
+    annotation = _annotation(field)
     return typing.get_origin(annotation) or annotation
+
+
+def item_type(field):
+    """The type of the items of a tuple field: `tuple[int, ...]` -> int."""
+    return typing.get_args(_annotation(field))[0]
 
 
 def documented(cls):

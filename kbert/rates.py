@@ -1,7 +1,7 @@
 """Rates and times left, as progress lines show them: pure arithmetic and formatting.
 
 Shared by the training callbacks (`kbert.tasks.progress`) and the pretraining-data writer
-(`kbert.data.pretraining_data`), which sit in layers that may not import each other.
+(`kbert.data.pretraining.writer`), which sit in layers that may not import each other.
 """
 
 import math

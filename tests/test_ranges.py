@@ -6,7 +6,7 @@ import pytest
 
 from kbert import ranges
 from kbert.data import records
-from kbert.data.pretraining import PretrainingDataConfig
+from kbert.data.pretraining.instances import PretrainingDataConfig
 from kbert.tasks import configs
 from kbert.tasks import pretraining
 from kbert.tasks import squad

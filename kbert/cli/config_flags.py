@@ -8,6 +8,9 @@ Every option field of the config (`kbert.options.option`) becomes one absl flag 
 name, type, default and help; its range (`kbert.ranges`) is checked when the flags are parsed
 and its choices make an enum flag. So a setting is declared once, in the config, and means the
 same in every tool. Batch sizes are global, split over the replicas.
+
+A config class names the options a tool must be given in `REQUIRED`, and may map other flag
+names to options in `ALIASES` (`{"input_dir": "input"}`).
 """
 
 import importlib
@@ -23,7 +26,6 @@ from kbert.cli import command
 # absl's DEFINE for each option type (`kbert.options.value_type`).
 _DEFINE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float,
            str: flags.DEFINE_string, tuple: flags.DEFINE_list, object: flags.DEFINE_string}
-REQUIRED = ("output_dir", "input_file")
 
 
 class ConfigFlags:
@@ -33,9 +35,15 @@ class ConfigFlags:
         self.config_class, self.holders = config_class, holders
 
     def values(self):
-        """{field name: flag value}, lists as tuples."""
-        return {name: tuple(holder.value) if isinstance(holder.value, list) else holder.value
+        """{field name: flag value}, lists as tuples of the field's item type."""
+        fields = {f.name: f for f in options.fields(self.config_class)}
+        return {name: tuple(map(options.item_type(fields[name]), holder.value))
+                if isinstance(holder.value, list) else holder.value
                 for name, holder in self.holders.items()}
+
+    def given(self):
+        """The names of the options given on the command line."""
+        return {name for name, holder in self.holders.items() if holder.present}
 
     def config(self, **overrides):
         """The config of the parsed flags; a ValueError of the config is a usage error."""
@@ -58,19 +66,34 @@ def define_config_flags(config_class, tool=None):
         choices = field.metadata.get(options.CHOICES)
         default = field.default
         if isinstance(default, tuple):
-            default = list(default)
+            default = [str(item) for item in default]
         if choices:
             holder = flags.DEFINE_enum(field.name, default, choices, field.metadata[options.HELP],
                                        module_name=module_name)
         else:
             holder = _DEFINE[kind](field.name, default, field.metadata[options.HELP],
                                    module_name=module_name)
+        if kind is tuple and options.item_type(field) is int:
+            flags.register_validator(field.name, _all_integers,
+                                     message=f"{field.name} must be comma-separated integers, "
+                                     "e.g. -1,-2")
         holders[field.name] = holder
-    for name in REQUIRED:
-        if name in holders:
-            flags.mark_flag_as_required(name)
+    for alias, name in getattr(config_class, "ALIASES", {}).items():
+        flags.DEFINE_alias(alias, name, module_name=module_name)
+    for name in config_class.REQUIRED:
+        flags.mark_flag_as_required(name)
     command.validate_ranges(config_class)
     return ConfigFlags(config_class, holders)
+
+
+def _all_integers(items):
+    """Whether every item of a list flag's value reads as an integer."""
+    try:
+        for item in items or ():
+            int(item)
+    except ValueError:
+        return False
+    return True
 
 
 def recipe_command(config_class, recipe):

@@ -17,37 +17,27 @@ BertForTokenClassification, a pretrainer BertForPreTraining.
 """
 
 from absl import app
-from absl import flags
 from absl import logging
 
 from kbert.cli import command
+from kbert.cli import config_flags
+from kbert.cli import tool_configs
 
-_INPUT = flags.DEFINE_string("input", None, "Model to read (see above).", required=True)
-flags.DEFINE_alias("input_dir", "input")
-_OUTPUT = flags.DEFINE_string("output_dir", None, "Directory to write.", required=True)
-_TO = flags.DEFINE_enum("to", "google", ["google", "huggingface", "keras_hub"],
-                        "Format to write: a Google release directory (bert_model.ckpt, "
-                        "bert_config.json, vocab.txt), a Hugging Face directory, or a keras-hub "
-                        "preset.")
-_LABELS = flags.DEFINE_list("label_names", None,
-                            "Class names of a classifier or tagger head, in id order, for "
-                            "Hugging Face's id2label. Defaults to LABEL_0, LABEL_1, ...")
-_EXACT_GELU = flags.DEFINE_bool(
-    "exact_gelu", False,
-    "Keep a Hugging Face input's erf GELU as hidden_act 'gelu_exact' (read by kbert only). By "
-    "default it becomes Google's 'gelu', the tanh approximation Google's code uses.")
-_OVERWRITE = flags.DEFINE_bool("overwrite_output_dir", False, "Replace an --output_dir that "
-                               "holds other files or a finished conversion.")
+CONFIG_FLAGS = config_flags.define_config_flags(tool_configs.ConversionConfig)
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    config = CONFIG_FLAGS.config()
     from kbert import bridges  # here: --help needs no TensorFlow
 
-    bridges.convert(_INPUT.value, _OUTPUT.value, format=_TO.value, label_names=_LABELS.value,
-                    exact_gelu=_EXACT_GELU.value, overwrite_output_dir=_OVERWRITE.value)
-    logging.info("Wrote %s to %s", _TO.value, _OUTPUT.value)
+    # A list, as the run manifest records it (a rerun compares them).
+    label_names = None if config.label_names is None else list(config.label_names)
+    bridges.convert(config.input, config.output_dir, format=config.to, label_names=label_names,
+                    exact_gelu=config.exact_gelu,
+                    overwrite_output_dir=config.overwrite_output_dir)
+    logging.info("Wrote %s to %s", config.to, config.output_dir)
 
 
 def run():

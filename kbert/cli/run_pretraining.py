@@ -6,6 +6,8 @@ From scratch with --bert_config_file, or continuing from a Google checkpoint wit
 none). --input_format=text (one sentence per line, blank lines between documents) or
 =wikiextractor reads raw text, paired and masked on the fly with a new mask every epoch;
 --pair_task=nsp|sop|none picks next-sentence, ALBERT's sentence-order, or no second task.
+--input_file takes comma-separated files or globs; --max_seq_length and
+--max_predictions_per_seq default to the records' _meta.json (raw text: 128 and 20).
 The vocab comes from --vocab_file, else beside --init_checkpoint or --bert_config_file.
 Every --save_checkpoints_steps steps the run backs itself up (an interrupted run resumes
 when started again with the same flags; other flags, or a finished run, need

@@ -1,7 +1,7 @@
 """Offline records and tf.data input pipelines; never builds a model.
 
 Each public name imports its module when first read (`kbert.lazy`): the tools read
-`kbert.data.pretraining`'s config for their --help without starting TensorFlow.
+`kbert.data.pretraining.instances`'s config for their --help without starting TensorFlow.
 """
 
 import typing
@@ -10,11 +10,11 @@ from kbert import lazy
 
 if typing.TYPE_CHECKING:  # the public names, imported when first read (kbert.lazy)
     from kbert.data.features import PRETRAINING_FEATURES
-    from kbert.data.pretraining import PretrainingDataConfig
-    from kbert.data.pretraining_data import create_pretraining_data
-    from kbert.data.pretraining_input import pretraining_dataset
-    from kbert.data.pretraining_text import pretraining_text_dataset
-    from kbert.data.pretraining_text import write_text_records
+    from kbert.data.pretraining.instances import PretrainingDataConfig
+    from kbert.data.pretraining.record_input import pretraining_dataset
+    from kbert.data.pretraining.text_input import pretraining_text_dataset
+    from kbert.data.pretraining.text_input import write_text_records
+    from kbert.data.pretraining.writer import create_pretraining_data
 
 __all__ = ["PRETRAINING_FEATURES", "PretrainingDataConfig", "create_pretraining_data",
            "pretraining_dataset", "pretraining_text_dataset", "write_text_records"]

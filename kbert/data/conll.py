@@ -13,7 +13,7 @@ the same type) becomes `B-` at every entity start, and BMES/BIOES (`M-`, `E-` = 
 
 `featurize` aligns words with word-pieces (the worked examples are in its docstring), splits
 long sentences into consecutive or overlapping windows, optionally fills windows with the
-sentence's document context, and packs them as model inputs; `training_dataset` and
+sentence's document context, and packs them as model inputs; `training_epochs` and
 `inference_dataset` batch them, and `word_labels` maps predictions back to one label per
 original word.
 """

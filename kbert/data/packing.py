@@ -140,7 +140,7 @@ def packed_batches(token_ids, segment_ids, labels, batch_size, max_seq_length, r
                    labels[chosen], max_seq_length, example_index=chosen)
 
 
-def training_dataset(tokenized, labels, batch_size, max_seq_length, seed=None):
+def packed_training_dataset(tokenized, labels, batch_size, max_seq_length, seed=None):
     """Packed training batches for `model.fit`, reshuffled and repacked every epoch.
 
     Args:

@@ -25,7 +25,7 @@ import numpy as np
 from absl import logging
 
 from kbert import io
-from kbert.tasks import distribution
+from kbert.tasks import strategies
 
 WEIGHTS_FILE = "model.weights.h5"
 METADATA_FILE = "training_metadata.json"
@@ -83,7 +83,7 @@ class Backup(keras.callbacks.Callback):
                 continue
             self.model._initial_epoch = epoch
             logging.info("%s: restored, epoch %d (global step %s)", weights, epoch,
-                         distribution.global_step(self.model))
+                         strategies.global_step(self.model))
             return epoch
         if failures:
             raise ValueError(f"{self.backup_dir}: no backup can be read ({'; '.join(failures)});"
@@ -113,7 +113,7 @@ class Backup(keras.callbacks.Callback):
                     raise
                 with open(os.path.join(tmp, METADATA_FILE), "w", encoding="utf-8") as f:
                     json.dump({"epoch": epoch,
-                               "global_step": distribution.global_step(self.model),
+                               "global_step": strategies.global_step(self.model),
                                "rng_state": [v.numpy().tolist() for v in self._rng_state()]},
                               f)
         except io.DiskFull as e:

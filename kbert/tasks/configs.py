@@ -46,16 +46,21 @@ def _check(config):
 class RunConfig:
     """What every training run has, fine-tuning or pretraining."""
 
-    output_dir: str = option(None, "Where the model, results, logs and the training backup go.")
+    # The options a tool must be given (`kbert.cli.config_flags`).
+    REQUIRED: typing.ClassVar[tuple[str, ...]] = ("output_dir",)
+
+    output_dir: str = option(None, "The directory to write to; the command's description "
+                             "lists what goes there.")
     init_checkpoint: str | None = option(
-        None, "The model to start from: a Google checkpoint (release directory, training "
-        "directory or prefix) or release name, a Hugging Face or keras-hub directory, or a "
-        "recipe's output directory or .keras model.")
-    vocab_file: str | None = option(None, "Defaults to the vocab.txt beside the checkpoint.")
+        None, "The model: a Google checkpoint (release directory, training directory or "
+        "prefix) or release name, a Hugging Face or keras-hub directory, or a recipe's output "
+        "directory or .keras model.")
+    vocab_file: str | None = option(None, "The model's vocab.txt. Defaults to the one beside "
+                                    "the model, where the command reads one.")
     bert_config_file: str | None = option(
         None, "Defaults to the bert_config.json beside the checkpoint.")
     do_lower_case: bool = option(
-        True, "Whether the model is uncased (checked against the release name and the vocab).")
+        True, "Whether the model is uncased: lower-case and strip accents before tokenizing.")
     max_seq_length: int | None = option(128, "Word pieces per input or window.",
                                         valid=ranges.at_least(3))  # [CLS] a piece [SEP]
     train_batch_size: int = option(32, "Training batch size (global: split over the "
@@ -71,7 +76,8 @@ class RunConfig:
     seed: int = option(12345, "Seeds the data order and subset, dropout and new weights.",
                        valid=ranges.SEED)
     overwrite_output_dir: bool = option(
-        False, "Start over in an output_dir that holds another run, or a finished one.")
+        False, "Start over in an output_dir that holds other files, another run or a finished "
+        "one.")
     distribution_strategy: object = option(
         "one_device", "one_device: the first GPU, else the CPU. mirrored: every local GPU. "
         "multi_worker_mirrored: several hosts, each running the same command with its own "
@@ -110,7 +116,8 @@ class FineTuningConfig(RunConfig):
     do_eval: bool = option(False, "Score the dev data (after every epoch too, to keep the "
                            "best one).")
     do_predict: bool = option(False, "Predict the test data.")
-    allow_casing_mismatch: bool = option(False, "Skip the do_lower_case check.")
+    allow_casing_mismatch: bool = option(
+        False, "Skip the check of do_lower_case against the release name and the vocab.")
     predict_batch_size: int = option(8, "Prediction batch size (global).",
                                      valid=ranges.at_least(1))
     num_train_epochs: float = option(
@@ -304,8 +311,7 @@ class SquadConfig(FineTuningConfig):
 
     predict_file: str | None = option(None, "SQuAD JSON to predict (and score when it has "
                                       "answers: it is then the dev set).")
-    max_seq_length: int = option(384, "Word pieces per input or window.",
-                                 valid=ranges.at_least(3))
+    max_seq_length: int = options.same_as(RunConfig, "max_seq_length", default=384)
     doc_stride: int = option(128, "Pieces between the starts of a context's windows.",
                              valid=ranges.at_least(1))
     max_query_length: int = option(64, "Questions are cut to this many pieces.",
@@ -349,24 +355,28 @@ class SquadConfig(FineTuningConfig):
 class PretrainingConfig(RunConfig):
     """One pretraining run, with the flag names and defaults of Google's run_pretraining.py:
     from scratch (`bert_config_file`) or continuing from `init_checkpoint`, on TFRecords of
-    create_pretraining_data or on raw text paired and masked on the fly."""
+    create_pretraining_data or on raw text paired and masked on the fly (`input_file`:
+    comma-separated files or globs). `max_seq_length` and `max_predictions_per_seq` default to
+    the records' _meta.json; raw text's to 128 and 20."""
 
-    input_file: str = option(None, "Pretraining TFRecords, or raw text (see input_format): "
-                             "comma-separated files or globs.")
+    REQUIRED = ("output_dir", "input_file")
+
+    input_file: str = option(None, "The input: a file, or comma-separated files or globs where "
+                             "the command takes several; its description gives the format.")
     init_heads: str = option(
         "checkpoint", "With init_checkpoint: checkpoint loads the pretraining heads from it "
         "too, fresh starts them new (an encoder-only release).", choices=INIT_HEADS)
     input_format: str = option(
-        TFRECORD, "tfrecord, or raw text: text (one sentence per line, blank lines between "
-        "documents) or wikiextractor.", choices=INPUT_FORMATS)
+        TFRECORD, "tfrecord (create_pretraining_data's records, for run_pretraining), or raw "
+        "text: text (one sentence per line, blank lines between documents) or wikiextractor.",
+        choices=INPUT_FORMATS)
     pair_task: str = option("nsp", "Raw text: next-sentence (nsp), ALBERT's sentence-order "
                             "(sop) or no second task (none).", choices=PAIR_TASKS)
-    max_seq_length: int | None = option(
-        None, "Word pieces per input or window. Pretraining: defaults to the records' "
-        "_meta.json, raw text 128.", valid=ranges.at_least(5))
-    max_predictions_per_seq: int | None = option(
-        None, "Masked pieces per sequence. Defaults to the records' _meta.json, raw text 20.",
-        valid=ranges.at_least(1))
+    # [CLS] a [SEP] b [SEP]: at least one piece on each side.
+    max_seq_length: int | None = options.same_as(RunConfig, "max_seq_length", default=None,
+                                                 valid=ranges.at_least(5))
+    max_predictions_per_seq: int | None = option(None, "Masked pieces per sequence.",
+                                                 valid=ranges.at_least(1))
     masked_lm_prob: float = option(0.15, "Raw text: share of the pieces to predict.",
                                    valid=ranges.between(0, 1))
     short_seq_prob: float = option(0.1, "Raw text: chance of a shorter target length.",
@@ -393,9 +403,11 @@ class PretrainingConfig(RunConfig):
     @property
     def text_config(self):
         """The `kbert.data.PretrainingDataConfig` of raw-text input."""
-        from kbert.data import pretraining  # here: reading the options needs no TensorFlow
+        from kbert.data.pretraining import (
+            instances,  # here: reading the options needs no TensorFlow
+        )
 
-        return pretraining.PretrainingDataConfig(
+        return instances.PretrainingDataConfig(
             max_seq_length=self.max_seq_length or 128,
             max_predictions_per_seq=self.max_predictions_per_seq or 20,
             masked_lm_prob=self.masked_lm_prob, short_seq_prob=self.short_seq_prob,

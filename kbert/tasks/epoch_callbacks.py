@@ -10,7 +10,7 @@ import keras
 from absl import logging
 
 from kbert import io
-from kbert.tasks import distribution
+from kbert.tasks import strategies
 
 TRAINING_LOG_FILE = "training_log.csv"
 LOG_DIR = "logs"
@@ -128,7 +128,7 @@ class LogRestored(keras.callbacks.Callback):
     """Logs what `kbert.tasks.backups.Backup` (just before it) restored."""
 
     def on_train_begin(self, logs=None):
-        step = distribution.global_step(self.model)
+        step = strategies.global_step(self.model)
         if step:
             logging.info("restored from backup: epoch %d finished, global step %d",
                          getattr(self.model, "_initial_epoch", 0), step)

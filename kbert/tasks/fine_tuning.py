@@ -8,9 +8,10 @@ A recipe (`kbert.tasks.glue`, `ner`, `squad`) is a reader, a head and a metric; 
     validate_inputs    files exist and parse, lengths fit the model, casing matches the vocab
                        (`kbert.tasks.casing`), the output dir is writable: before any training.
     (`kbert.tasks.run_manifest` resumes only the same run and never silently overwrites.)
-    fit_and_record     compile, fit (resumable), the end-of-epoch callbacks of
-                       `kbert.tasks.epoch_callbacks` (dev scores, best epoch, CSV and
-                       TensorBoard logs), write train_results.json.
+    fit_and_record     compile, fit on the path pretraining takes too
+                       (`kbert.tasks.fitting`: resumable, timed, CSV and TensorBoard logs)
+                       with the dev scores and best epoch of `kbert.tasks.epoch_callbacks`,
+                       write train_results.json.
     write_outputs      the output layout every recipe shares (its names: `kbert.artifacts`):
 
         model.keras              weights and config only (no optimizer state)
@@ -24,7 +25,6 @@ A recipe (`kbert.tasks.glue`, `ner`, `squad`) is a reader, a head and a metric; 
 
 import math
 import os
-import time
 
 import keras
 from absl import logging
@@ -33,12 +33,12 @@ from kbert import artifacts
 from kbert import io
 from kbert.checkpoints import tf1
 from kbert.models import opening
-from kbert.tasks import backups
 from kbert.tasks import casing
-from kbert.tasks import distribution
 from kbert.tasks import epoch_callbacks
+from kbert.tasks import fitting
 from kbert.tasks import optimization
-from kbert.tasks import progress
+from kbert.tasks import precision
+from kbert.tasks import strategies
 from kbert.tokenization import vocab as vocab_lib
 
 
@@ -48,17 +48,17 @@ def run_with_strategy(config, run):
 
     The strategy is made first: a multi-worker strategy must exist before TensorFlow runs an op.
     """
-    strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
+    strategy = strategies.make_strategy(config.distribution_strategy, config.tpu)
     # One writer per output dir: a second run into it is refused at once.
-    with artifacts.locked(distribution.worker_output_dir(config.output_dir, strategy)), \
-            distribution.mixed_precision_scope(config.mixed_precision), strategy.scope():
+    with artifacts.locked(strategies.worker_output_dir(config.output_dir, strategy)), \
+            precision.mixed_precision_scope(config.mixed_precision), strategy.scope():
         return run(config, strategy)
 
 
 def load_keras_model(source, expected_type, mixed_precision="float32"):
     """Loads the `.keras` model of `source` (an `OpenedModel`) in `mixed_precision`; checks it
     is `expected_type`."""
-    model = distribution.load_in_precision(source.keras_file, mixed_precision)
+    model = precision.load_in_precision(source.keras_file, mixed_precision)
     if not isinstance(model, expected_type):
         raise ValueError(f"{source.keras_file}: expected a {expected_type.__name__}, got "
                          f"{type(model).__name__}")
@@ -162,11 +162,11 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
                    compile_kwargs=None, parts=None, parts_per_epoch=1):
     """Trains `model` for `config.num_train_epochs`, resumably, and records the run.
 
-    Callbacks: `kbert.tasks.backups.Backup` in `output_dir/backup` (an interrupted run
-    restarts at its last complete epoch backup), and `kbert.tasks.epoch_callbacks`:
-    `training_log.csv`, TensorBoard in `logs/` when tensorboard is installed, and with
-    `dev_scores` the dev scores of every epoch; with `config.keep_best_epoch` the model ends
-    with the weights of the best epoch by them.
+    Compiles `model` (`compile_model`) and fits it on the path every recipe takes
+    (`kbert.tasks.fitting.fit_resumably`: backups in `output_dir/backup`, an interrupted run
+    restarting at its last complete epoch; `training_log.csv`, TensorBoard in `logs/`;
+    progress), with `dev_scores` the dev scores of every epoch; with
+    `config.keep_best_epoch` the model ends with the weights of the best epoch by them.
 
     Args:
         model: a compiled-or-not task model (it is compiled here).
@@ -175,7 +175,7 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
             and the epoch number (`kbert.data.pipeline.training_epochs`): the backup is
             restored first and the data start at its epoch, so a resumed run ends with the
             weights of the uninterrupted one. Every worker builds the same stream and keeps
-            its part of each global batch (`distribution.shard_by_data`). Or a
+            its part of each global batch (`strategies.shard_by_data`). Or a
             `tf.data.Dataset` of one epoch that reshuffles itself: a resumed run then sees
             other orders.
         steps_per_epoch: int.
@@ -197,6 +197,8 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
     epochs = parts or int(config.num_train_epochs)
     settings = config.compile_settings()
     if callable(dataset):
+        # Every worker builds the same stream and keeps its part of each global batch.
+        dataset = _sharded_by_data(dataset)
         # One iterator runs through all epochs: a graph call of steps_per_execution steps
         # must not cross an epoch's end, so it is the largest divisor of the epoch up to it.
         wanted = settings.get("steps_per_execution", 1)
@@ -206,48 +208,17 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
             logging.info("steps_per_execution %d (of the %d steps of an epoch), not %d",
                          settings["steps_per_execution"], steps_per_epoch, wanted)
     compile_model(model, steps_per_epoch * epochs, **settings, **(compile_kwargs or {}))
-    out = config.output_dir
-    backup_dir = os.path.join(out, artifacts.BACKUP_DIR)
-    backup = backups.Backup(backup_dir)
-    fit_steps = None
-    if callable(dataset):
-        backup.set_model(model)  # restored now: the data start at the epoch it restores
-        dataset = distribution.shard_by_data(dataset(backup.restore()))
-        fit_steps = steps_per_epoch  # one stream for every epoch
-    epoch_seconds = []
-    best = (epoch_callbacks.BestEpoch(backup_dir, f"dev_{dev_scores.metric}")
+    best = (epoch_callbacks.BestEpoch(os.path.join(config.output_dir, artifacts.BACKUP_DIR),
+                                      f"dev_{dev_scores.metric}")
             if dev_scores is not None else None)
     scoring = [dev_scores, best] if best is not None else []
     if scoring and parts_per_epoch > 1:
         scoring = [epoch_callbacks.AtEpochEnds(scoring, parts_per_epoch, epochs)]
-    callbacks = [
-        # First: epoch_seconds is training time, without the dev scoring.
-        keras.callbacks.LambdaCallback(
-            on_epoch_begin=lambda epoch, logs: epoch_seconds.append(time.perf_counter()),
-            on_epoch_end=lambda epoch, logs: epoch_seconds.append(
-                time.perf_counter() - epoch_seconds.pop())),
-        # Then the dev scores, so that BestEpoch and the loggers see them.
-        *scoring,
-        # After BestEpoch: a backup of epoch N always comes with the best of epochs 1..N.
-        backup,
-        epoch_callbacks.LogRestored(),
-        *epoch_callbacks.recording_callbacks(out),
-        # Last: its epoch line shows what the callbacks above added (dev scores).
-        progress.TrainingProgress(config.log_every_n_steps,
-                                  examples_per_step=config.train_batch_size),
-    ]
-    start = time.perf_counter()
-    history = model.fit(dataset, epochs=epochs, steps_per_epoch=fit_steps, callbacks=callbacks,
-                        verbose=0, shuffle=False)  # the dataset shuffles itself, seeded
-    seconds = time.perf_counter() - start
-    epochs_run = len(history.epoch)  # fewer than `epochs` when resumed from a backup
-    result = {
-        **(stats or {}), "epochs": config.num_train_epochs if parts else epochs,
-        **({"parts": parts} if parts else {}), "epochs_this_run": epochs_run,
-        "steps": distribution.global_step(model), "seconds": round(seconds, 2),
-        "epoch_seconds": [round(t, 2) for t in epoch_seconds],
-        "final_loss": float(history.history["loss"][-1]) if epochs_run else None,
-    }
+    record, _ = fitting.fit_resumably(model, dataset, steps_per_epoch, epochs, config,
+                                      epoch_logs=scoring)
+    seconds, epochs_run = record["seconds"], record["epochs_this_run"]
+    result = {**(stats or {}), "epochs": config.num_train_epochs if parts else epochs,
+              **({"parts": parts} if parts else {}), **record}
     if "examples" in result and seconds:
         result["examples_per_second"] = round(result["examples"] * epochs_run / seconds, 2)
     if best is not None:
@@ -255,9 +226,13 @@ def fit_and_record(model, dataset, steps_per_epoch, config, *, dev_scores=None, 
                                                  math.ceil(epochs / parts_per_epoch)))
     # backup/ stays until the outputs are written (`run_manifest.finish_training`): a run that
     # dies writing them (a full disk) resumes from it rather than from the start.
-    io.write_json(os.path.join(out, artifacts.TRAIN_RESULTS_FILE), result)
+    io.write_json(os.path.join(config.output_dir, artifacts.TRAIN_RESULTS_FILE), result)
     logging.info("Training done: %s", epoch_callbacks.brief(result))
     return result
+
+
+def _sharded_by_data(dataset):
+    return lambda first_epoch: strategies.shard_by_data(dataset(first_epoch))
 
 
 # ----------------------------------------------------------------------------- outputs

@@ -30,10 +30,10 @@ from kbert.data import pipeline
 from kbert.models import opening
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
-from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import glue_metrics
 from kbert.tasks import progress
+from kbert.tasks import strategies
 from kbert.tasks import template
 from kbert.tasks.configs import GlueConfig
 from kbert.tokenization import BertPreprocessor
@@ -147,7 +147,7 @@ class ClassifierRecipe(template.Recipe):
             dataset, steps = pipeline.training_epochs(
                 tokenized, examples.label, config.train_batch_size, seed=config.seed)
             return template.Training(dataset, steps, stats)
-        dataset, steps = packing.training_dataset(
+        dataset, steps = packing.packed_training_dataset(
             tokenized, examples.label, config.train_batch_size, config.max_seq_length,
             seed=config.seed)
         # Empty slots are ignored: the loss is the mean over the batch's examples, as unpacked.
@@ -241,7 +241,7 @@ def predict(model, examples, preprocessor, batch_size):
     dataset, order = pipeline.inference_dataset(tokenized, batch_size)
     # Under a strategy `predict` splits each batch over the replicas and joins the outputs
     # back in order.
-    dataset = distribution.shard_by_data(dataset)
+    dataset = strategies.shard_by_data(dataset)
     outputs = model.predict(dataset, verbose=0, callbacks=[progress.PredictionProgress()])
     return pipeline.restore_order(outputs, order)
 

@@ -2,13 +2,14 @@
 
 The recipe of Google's run_pretraining.py on Keras parts. The loss is Google's: masked-LM
 cross-entropy averaged over the real predictions (`masked_lm_weights`), plus the next-sentence
-cross-entropy averaged over the batch. Keras callbacks do what the Estimator did:
-`kbert.tasks.backups.Backup` (an interrupted run resumes from its last complete backup, one
-every `save_checkpoints_steps` steps), `SaveModel` (`pretrainer.keras`) and
-`kbert.tasks.progress` (steps, steps/s and ETA every `log_every_n_steps` steps, as the
-Estimator's global_step/sec lines). The output dir is guarded (`kbert.artifacts`): one run
-at a time, resumed only by the same run (`run_manifest.json`), a finished run replaced only
-with `overwrite_output_dir`.
+cross-entropy averaged over the batch. It fits on the path the fine-tuning recipes take
+(`kbert.tasks.fitting`), whose Keras callbacks do what the Estimator did: a backup (an
+interrupted run resumes from its last complete one, every `save_checkpoints_steps` steps:
+each is a Keras epoch), per-epoch logs, and progress (steps, steps/s and ETA every
+`log_every_n_steps` steps, as the Estimator's global_step/sec lines); `SaveModel` adds
+`pretrainer.keras`. The output dir is guarded (`kbert.artifacts`): one run at a time, resumed
+only by the same run (`run_manifest.json`), a finished run replaced only with
+`overwrite_output_dir`.
 
 Files written to `output_dir`:
     model.ckpt-<steps>.*, bert_config.json, vocab.txt   the final Google checkpoint (Google's
@@ -16,6 +17,7 @@ Files written to `output_dir`:
     pretrainer.keras   the Keras model after the latest epoch; `backup/` until the end.
     run_manifest.json  what identifies the run (settings, fingerprints) and if it finished.
     train_results.json steps, seconds, examples per second and the last epoch's metrics.
+    training_log.csv, logs/   the metrics of every epoch (CSV and TensorBoard).
     eval_results.txt   Google's "key = value" lines, when an eval input is given.
 
 Input: Google's pretraining TFRecords (`input_format="tfrecord"`), or raw text
@@ -24,7 +26,7 @@ Input: Google's pretraining TFRecords (`input_format="tfrecord"`), or raw text
 (ALBERT's sentence order, on the same two-way head) or "none" (masked LM only, no second head).
 
 Runs on one device or several (`distribution_strategy`), in mixed precision if asked; see
-`kbert.tasks.distribution`. `train_batch_size` is global: split over the replicas. With
+`kbert.tasks.strategies`. `train_batch_size` is global: split over the replicas. With
 several workers each reads its share of the input files (give at least as many files as
 workers), or of the raw text (one byte range each).
 """
@@ -34,7 +36,6 @@ import dataclasses
 import math
 import os
 import shutil
-import time
 
 import keras
 import tensorflow as tf
@@ -45,18 +46,21 @@ from kbert import io
 from kbert.checkpoints import tf1
 from kbert.config import BertConfig
 from kbert.data import corpus
-from kbert.data import pretraining_input
-from kbert.data import pretraining_text
 from kbert.data import records
 from kbert.data import text_files
+from kbert.data.pretraining import record_input
+from kbert.data.pretraining import text_input
 from kbert.models import opening
 from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
 from kbert.tasks import backups
 from kbert.tasks import configs
-from kbert.tasks import distribution
+from kbert.tasks import epoch_callbacks
+from kbert.tasks import fitting
 from kbert.tasks import optimization
+from kbert.tasks import precision
 from kbert.tasks import progress
+from kbert.tasks import strategies
 from kbert.tasks.configs import PretrainingConfig
 
 MODEL_FILE = "pretrainer.keras"
@@ -65,7 +69,8 @@ _NOT_IN_MANIFEST = ("output_dir", "overwrite_output_dir", "eval_input_file", "ma
                     "eval_batch_size", "log_every_n_steps")
 # What a run writes: --overwrite_output_dir removes it; without a manifest, it refuses a run.
 _RUN_FILES = (artifacts.BACKUP_DIR, MODEL_FILE, "model.ckpt-*", "checkpoint",
-              artifacts.TRAIN_RESULTS_FILE, artifacts.EVAL_RESULTS_FILE + ".txt")
+              artifacts.TRAIN_RESULTS_FILE, artifacts.EVAL_RESULTS_FILE + ".txt",
+              epoch_callbacks.TRAINING_LOG_FILE, epoch_callbacks.LOG_DIR)
 TFRECORD = configs.TFRECORD
 
 
@@ -120,10 +125,66 @@ def pretraining_losses(sentence_head=True):
 def pretraining_metrics(sentence_head=True):
     """Accuracy of each head; as weighted metrics, MLM accuracy counts real predictions only.
 
-    Reported as `mlm_logits_accuracy` and (with `sentence_head`) `nsp_logits_accuracy`.
+    Keras names them by output (`mlm_logits_accuracy`, ...); `metric_names` gives Google's.
     """
     return {name: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
             for name in pretraining_losses(sentence_head)}
+
+
+def metric_names(pair_task="nsp"):
+    """{Keras' name: Google's} of the pretrainer's losses and metrics under `pair_task`.
+
+    As Google's run_pretraining.py: masked_lm_loss and masked_lm_accuracy, and
+    next_sentence_loss and next_sentence_accuracy; under "sop", sentence_order_loss and
+    sentence_order_accuracy (the same head learns sentence order). "loss" is their sum.
+    """
+    names = {"mlm_logits_loss": "masked_lm_loss", "mlm_logits_accuracy": "masked_lm_accuracy"}
+    if pair_task == "none":  # one output: Keras leaves its name out
+        return {**names, "accuracy": "masked_lm_accuracy"}
+    second = {"nsp": "next_sentence", "sop": "sentence_order"}[pair_task]
+    return {**names, "nsp_logits_loss": f"{second}_loss",
+            "nsp_logits_accuracy": f"{second}_accuracy"}
+
+
+def named_metrics(metrics, pair_task="nsp"):
+    """`metrics` (Keras' logs) under `metric_names`; under "none" masked_lm_loss is the loss."""
+    names = metric_names(pair_task)
+    named = {names.get(key, key): value for key, value in metrics.items()}
+    if pair_task == "none" and "loss" in named:
+        named["masked_lm_loss"] = named["loss"]
+    return named
+
+
+class MetricNames(keras.callbacks.Callback):
+    """Renames the metrics in the logs of every step and epoch of `fit` and `evaluate`
+    (`named_metrics`), so that the callbacks after it (progress, training_log.csv,
+    TensorBoard) and the history see Google's names.
+
+    Args:
+        pair_task: str. `PretrainingConfig.pair_task`.
+    """
+
+    def __init__(self, pair_task):
+        super().__init__()
+        self.pair_task = pair_task
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._rename(logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._rename(logs)
+
+    def on_test_batch_end(self, batch, logs=None):
+        self._rename(logs)
+
+    def on_test_end(self, logs=None):
+        self._rename(logs)
+
+    def _rename(self, logs):
+        if logs:  # in place: Keras hands the same dict to the callbacks after this one
+            named = named_metrics(logs, self.pair_task)
+            logs.clear()
+            logs.update(named)
 
 
 def compile_pretrainer(model, optimizer, jit_compile=False, steps_per_execution=1):
@@ -173,12 +234,12 @@ def run_pretraining(config: PretrainingConfig) -> dict:
     resolve_vocab_file(config, source)  # fail before any work
     check_inputs(config)
     # First: a multi-worker strategy must exist before TensorFlow runs an op.
-    strategy = distribution.make_strategy(config.distribution_strategy, config.tpu)
+    strategy = strategies.make_strategy(config.distribution_strategy, config.tpu)
     # Other workers of a multi-worker run write their copies under output_dir/worker_N.
-    out = distribution.worker_output_dir(config.output_dir, strategy)
+    out = strategies.worker_output_dir(config.output_dir, strategy)
     try:
         # One writer per output dir: a second run into it is refused at once.
-        with artifacts.locked(out), distribution.mixed_precision_scope(
+        with artifacts.locked(out), precision.mixed_precision_scope(
                 config.mixed_precision), strategy.scope():
             return _run_pretraining(config, strategy, out, source)
     except tf.errors.DataLossError as e:
@@ -186,7 +247,7 @@ def run_pretraining(config: PretrainingConfig) -> dict:
         found = records.find_unreadable([
             path for pattern in (config.input_file, config.eval_input_file)
             if pattern and config.input_format == TFRECORD
-            for path in pretraining_input.record_files(pattern)])
+            for path in record_input.record_files(pattern)])
         if found is None:
             raise
         raise ValueError(f"{found[0]}: a damaged or cut-short record ({found[1]}) — "
@@ -201,7 +262,7 @@ def check_inputs(config):
         if not pattern:
             continue
         if config.input_format == TFRECORD:
-            pretraining_input.check_record_files(pattern, config.max_seq_length,
+            record_input.check_record_files(pattern, config.max_seq_length,
                                                  config.max_predictions_per_seq)
             continue
         for path in corpus.list_input_files(pattern):
@@ -226,32 +287,25 @@ def _run_pretraining(config, strategy, out, source):
         config.learning_rate, config.num_train_steps, config.num_warmup_steps)
     compile_pretrainer(model, optimizer, jit_compile=config.jit_compile,
                        steps_per_execution=config.steps_per_execution)
-    backup = backups.Backup(os.path.join(out, artifacts.BACKUP_DIR))
-    backup.set_model(model)
-    backup.restore()  # now: the input starts after the batches the restored steps trained on
-    dataset = training_dataset(config, strategy, vocab_file, distribution.global_step(model))
-
     steps = epoch_steps(config.num_train_steps, config.save_checkpoints_steps)
-    callbacks = [
-        backup,
-        backups.SaveModel(os.path.join(out, MODEL_FILE)),
-        # Last: its epoch line shows the logs as the callbacks before it left them.
-        progress.TrainingProgress(config.log_every_n_steps,
-                                  examples_per_step=config.train_batch_size),
-    ]
-    start = time.perf_counter()
-    history = model.fit(dataset, epochs=config.num_train_steps // steps, steps_per_epoch=steps,
-                        callbacks=callbacks, verbose=0, shuffle=False)  # the records shuffle
-    seconds = time.perf_counter() - start
-    trained = len(history.epoch) * steps  # this session's steps (after a resume, fewer)
+    record, history = fitting.fit_resumably(
+        model,
+        # Built once the backup is restored: the input starts after the batches the restored
+        # steps trained on.
+        lambda first_epoch: pretraining_input(config, strategy, vocab_file,
+                                              strategies.global_step(model)),
+        steps, config.num_train_steps // steps, dataclasses.replace(config, output_dir=out),
+        epoch_logs=[MetricNames(config.pair_task)],
+        callbacks=[backups.SaveModel(os.path.join(out, MODEL_FILE))])
+    trained = record["epochs_this_run"] * steps  # this session's steps (after a resume, fewer)
+    seconds = record["seconds"]
     results = {"train": {
-        "global_step": distribution.global_step(model),
+        "global_step": record["steps"],
         "steps_this_run": trained,
         "seconds": round(seconds, 1),
         "examples_per_second": round(trained * config.train_batch_size / max(seconds, 1e-9), 1),
         # No metrics when a resumed run had no step left (it died writing its outputs).
-        **(_named_metrics(model, {k: float(v[-1]) for k, v in history.history.items()})
-           if history.epoch else {}),
+        **({k: float(v[-1]) for k, v in history.history.items()} if history.epoch else {}),
     }}
     prefix = os.path.join(out, f"model.ckpt-{config.num_train_steps}")
     tf1.save_google_checkpoint(model, prefix, vocab_file=vocab_file)
@@ -282,7 +336,7 @@ def manifest_for(config, source=None):
         bert_config, init = source.bert_config, artifacts.fingerprint(source.checkpoint_file)
     else:
         bert_config = BertConfig.from_json_file(config.bert_config_file)
-    files = (pretraining_input.record_files(config.input_file) if config.input_format == TFRECORD
+    files = (record_input.record_files(config.input_file) if config.input_format == TFRECORD
              else corpus.list_input_files(config.input_file))
     return {
         "settings": settings,
@@ -294,7 +348,7 @@ def manifest_for(config, source=None):
     }
 
 
-def training_dataset(config, strategy, vocab_file, start_step=0):
+def pretraining_input(config, strategy, vocab_file, start_step=0):
     """The training input: TFRecords sharded by file (TensorFlow's AUTO policy), or raw text,
     one byte range per input pipeline (`distribute_datasets_from_function`).
 
@@ -304,13 +358,13 @@ def training_dataset(config, strategy, vocab_file, start_step=0):
     as much input work as the steps took.
     """
     if config.input_format == TFRECORD:
-        return pretraining_input.pretraining_dataset(
+        return record_input.pretraining_dataset(
             config.input_file, config.train_batch_size, max_seq_length=config.max_seq_length,
             max_predictions_per_seq=config.max_predictions_per_seq, seed=config.seed,
             skip_batches=start_step)
 
     def dataset_fn(input_context):
-        return pretraining_text.pretraining_text_dataset(
+        return text_input.pretraining_text_dataset(
             config.input_file, vocab_file,
             input_context.get_per_replica_batch_size(config.train_batch_size),
             config=config.text_config, pair_task=config.pair_task,
@@ -326,45 +380,29 @@ def evaluate(model, config, vocab_file=None):
     Raw-text eval input is paired and masked with `seed` (the same every run).
     """
     if config.input_format == TFRECORD:
-        dataset = pretraining_input.pretraining_dataset(
+        dataset = record_input.pretraining_dataset(
             config.eval_input_file, config.eval_batch_size,
             max_seq_length=config.max_seq_length,
             max_predictions_per_seq=config.max_predictions_per_seq, shuffle=False, repeat=True)
     else:
-        dataset = pretraining_text.pretraining_text_dataset(
+        dataset = text_input.pretraining_text_dataset(
             config.eval_input_file, vocab_file or resolve_vocab_file(config, open_init(config)),
             config.eval_batch_size, config=config.text_config, pair_task=config.pair_task,
             input_format=config.input_format, do_lower_case=config.do_lower_case,
             seed=config.seed, shuffle_buffer=0)
     metrics = model.evaluate(
         dataset, steps=config.max_eval_steps, return_dict=True, verbose=0,
-        callbacks=[progress.PredictionProgress(config.log_every_n_steps,
+        callbacks=[MetricNames(config.pair_task),
+                   progress.PredictionProgress(config.log_every_n_steps,
                                                examples_per_step=config.eval_batch_size)])
-    metrics = _named_metrics(model, metrics)
-    results = {
-        "masked_lm_accuracy": metrics["mlm_logits_accuracy"],
-        "masked_lm_loss": metrics["mlm_logits_loss"],
-        "loss": metrics["loss"],
-        "global_step": distribution.global_step(model),
-    }
-    if model.sentence_head:
-        results["next_sentence_accuracy"] = metrics["nsp_logits_accuracy"]
-        results["next_sentence_loss"] = metrics["nsp_logits_loss"]
-    return results
-
-
-def _named_metrics(model, metrics):
-    """Metrics under their per-output names, which Keras leaves out for a single output."""
-    if model.sentence_head:
-        return metrics
-    return {"loss": metrics["loss"], "mlm_logits_loss": metrics["loss"],
-            "mlm_logits_accuracy": metrics["accuracy"]}
+    return {**named_metrics(metrics, config.pair_task),
+            "global_step": strategies.global_step(model)}
 
 
 def unigram_accuracy(file_pattern, max_batches=None, **kwargs):
     """Accuracy of always predicting the most frequent masked token: the baseline to beat."""
     counts = collections.Counter()
-    dataset = pretraining_input.pretraining_dataset(
+    dataset = record_input.pretraining_dataset(
         file_pattern, 256, shuffle=False, repeat=False, drop_remainder=False, **kwargs)
     for _, labels, weights in dataset.take(-1 if max_batches is None else max_batches):
         counts.update(labels["mlm_logits"].numpy()[weights["mlm_logits"].numpy() > 0].tolist())

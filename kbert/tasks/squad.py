@@ -14,7 +14,7 @@ scored (EM/F1) after every epoch, and the saved model is the epoch with the best
 (`keep_best_epoch`; else the last), as the GLUE and NER recipes keep theirs.
 
 `run_squad` runs on one device or several (`distribution_strategy`), in mixed precision if
-asked; see `kbert.tasks.distribution`. The batch sizes are global: split over the replicas.
+asked; see `kbert.tasks.strategies`. The batch sizes are global: split over the replicas.
 """
 
 import json
@@ -33,10 +33,10 @@ from kbert.models import opening
 from kbert.models.encoder import BertEncoder
 from kbert.models.span_labeler import MASKED_LOGIT
 from kbert.models.span_labeler import BertSpanLabeler
-from kbert.tasks import distribution
 from kbert.tasks import fine_tuning
 from kbert.tasks import squad_metrics
 from kbert.tasks import squad_postprocess
+from kbert.tasks import strategies
 from kbert.tasks import template
 from kbert.tasks.configs import SquadConfig
 from kbert.tokenization import vocab as vocab_lib
@@ -112,7 +112,7 @@ def predict_logits(model, features, batch_size=8):
     for width in np.unique(widths):
         rows = np.flatnonzero(widths == width)
         inputs = {name: array[rows, :width] for name, array in features.inputs().items()}
-        dataset = distribution.shard_by_data(pipeline.prefetched(
+        dataset = strategies.shard_by_data(pipeline.prefetched(
             tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size)))
         outputs = model.predict(dataset, verbose=0)
         start[rows, :width] = outputs["start_logits"]

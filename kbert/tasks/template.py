@@ -20,10 +20,10 @@ import os
 import keras
 
 from kbert.models import opening
-from kbert.tasks import distribution
 from kbert.tasks import epoch_callbacks
 from kbert.tasks import fine_tuning
 from kbert.tasks import run_manifest
+from kbert.tasks import strategies
 
 
 @dataclasses.dataclass
@@ -153,7 +153,7 @@ def _run(recipe, strategy):
         run_manifest.begin_training(config, run_manifest.manifest_for(config, source, files))
     model = recipe.build_model(source, data)
     # Other workers of a multi-worker run write their copies under output_dir/worker_N.
-    output_dir = distribution.worker_output_dir(config.output_dir, strategy)
+    output_dir = strategies.worker_output_dir(config.output_dir, strategy)
     os.makedirs(output_dir, exist_ok=True)
     results, reused = {}, None
     if config.do_train:
@@ -168,7 +168,7 @@ def _run(recipe, strategy):
         results["eval"] = scored.eval or scored.summary
         # A packed run's optimizer trained a twin model: its step count is the run's.
         step = (results["train"]["steps"] if "train" in results
-                else distribution.global_step(model))
+                else strategies.global_step(model))
         fine_tuning.write_eval_results(
             output_dir, scored.eval, step, flat=scored.flat, data_files=files,
             **(scored.summary or {}), **scored.extra,

@@ -45,8 +45,8 @@ def test_training_dataset_packs_every_example_once_per_epoch_and_reshuffles():
     tokenized = pipeline.Tokenized({"token_ids": ragged, "segment_ids": ragged * 0,
                                     "padding_mask": ragged * 0 + 1}, lengths)
     labels = np.arange(23) % 2
-    dataset, steps = packing.training_dataset(tokenized, labels, batch_size=5,
-                                              max_seq_length=16, seed=1)
+    dataset, steps = packing.packed_training_dataset(tokenized, labels, batch_size=5,
+                                                     max_seq_length=16, seed=1)
     assert steps == 5 and int(dataset.cardinality()) == 5
     epochs = []
     for _ in range(2):

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from kbert.data import pretraining
+from kbert.data.pretraining import instances as instances_lib
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CLS, SEP, MASK = 2, 3, 4
@@ -12,7 +12,7 @@ def make_vocab(size=4000, continuation_from=None):
     tokens = SPECIAL + [f"w{i}" for i in range(OFFSET, size)]
     if continuation_from is not None:
         tokens[continuation_from:] = [f"##{i}" for i in range(continuation_from, size)]
-    return pretraining.MaskingVocab.from_tokens(tokens)
+    return instances_lib.MaskingVocab.from_tokens(tokens)
 
 
 def synthetic_documents(seed, num_documents=30):
@@ -25,11 +25,11 @@ def synthetic_documents(seed, num_documents=30):
             document.append(list(range(next_id, next_id + length)))
             next_id += length
         documents.append(document)
-    return pretraining.TokenizedDocuments.from_lists(documents)
+    return instances_lib.TokenizedDocuments.from_lists(documents)
 
 
 def instances(documents, config, vocab, seed, batch_size=4096):
-    batches = list(pretraining.create_instances(documents, config, vocab,
+    batches = list(instances_lib.create_instances(documents, config, vocab,
                                                 np.random.default_rng(seed), batch_size))
     return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
@@ -53,7 +53,7 @@ def test_truncation_lengths_match_googles_loop():
         return len_a, len_b
 
     grid = np.array([(a, b, m) for a in range(1, 40) for b in range(1, 40) for m in (2, 5, 37)])
-    got = pretraining._truncated_lengths(grid[:, 0], grid[:, 1], grid[:, 2])
+    got = instances_lib._truncated_lengths(grid[:, 0], grid[:, 1], grid[:, 2])
     expected = np.array([google(a, b, m) for a, b, m in grid]).T
     np.testing.assert_array_equal(np.stack(got), expected)
 
@@ -63,7 +63,7 @@ def test_instances_keep_googles_invariants():
     doc_of = np.repeat(np.arange(documents.num_documents),
                        np.diff(documents.sentence_splits[documents.document_splits]))
     vocab = make_vocab()
-    config = pretraining.PretrainingDataConfig(max_seq_length=40, max_predictions_per_seq=5,
+    config = instances_lib.PretrainingDataConfig(max_seq_length=40, max_predictions_per_seq=5,
                                                dupe_factor=3)
     out = instances(documents, config, vocab, seed=1, batch_size=100)
     original = restore(out)
@@ -105,7 +105,7 @@ def test_instances_keep_googles_invariants():
 
 def test_replacement_rates_are_80_10_10():
     documents = synthetic_documents(1, num_documents=300)
-    config = pretraining.PretrainingDataConfig(max_seq_length=64, dupe_factor=4)
+    config = instances_lib.PretrainingDataConfig(max_seq_length=64, dupe_factor=4)
     out = instances(documents, config, make_vocab(), seed=2)
     valid = out["masked_lm_weights"] > 0
     at = np.take_along_axis(out["input_ids"], out["masked_lm_positions"], axis=1)[valid]
@@ -123,7 +123,7 @@ def test_pinned_rates_give_exact_ids(mask_rate, random_rate):
     vocab = make_vocab()
 
     def run(mask_token_rate, random_token_rate):
-        config = pretraining.PretrainingDataConfig(
+        config = instances_lib.PretrainingDataConfig(
             max_seq_length=24, max_predictions_per_seq=24, masked_lm_prob=1.0, dupe_factor=2,
             mask_token_rate=mask_token_rate, random_token_rate=random_token_rate)
         return instances(documents, config, vocab, seed=3)
@@ -172,8 +172,8 @@ def test_whole_word_masking_never_splits_a_word():
                 sentence.extend(rng.integers(2000, 4000, rng.integers(0, 4)).tolist())
             document.append(sentence)
         documents.append(document)
-    documents = pretraining.TokenizedDocuments.from_lists(documents)
-    config = pretraining.PretrainingDataConfig(max_seq_length=48, max_predictions_per_seq=7,
+    documents = instances_lib.TokenizedDocuments.from_lists(documents)
+    config = instances_lib.PretrainingDataConfig(max_seq_length=48, max_predictions_per_seq=7,
                                                dupe_factor=5, do_whole_word_mask=True)
     out = instances(documents, config, vocab, seed=5)
     original = restore(out)
@@ -190,7 +190,7 @@ def test_whole_word_masking_never_splits_a_word():
 
 def test_same_seed_same_instances_other_seed_other_masks():
     documents, vocab = synthetic_documents(3), make_vocab()
-    config = pretraining.PretrainingDataConfig(max_seq_length=32, dupe_factor=2)
+    config = instances_lib.PretrainingDataConfig(max_seq_length=32, dupe_factor=2)
     a, b = instances(documents, config, vocab, 7), instances(documents, config, vocab, 7)
     c = instances(documents, config, vocab, 8)
     for name in a:

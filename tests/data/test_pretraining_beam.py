@@ -4,21 +4,21 @@ import os
 
 import pytest
 
-from kbert.data import pretraining
-from kbert.data import pretraining_data
 from kbert.data import records
+from kbert.data.pretraining import instances
+from kbert.data.pretraining import writer
 
 beam = pytest.importorskip("apache_beam")
-from kbert.data import pretraining_beam  # noqa: E402 - needs apache_beam
+from kbert.data.pretraining import beam_pipeline  # noqa: E402 - needs apache_beam
 
 
 def test_beam_writes_the_same_bytes_as_the_local_tool(wiki_sample, vocab_file, tmp_path):
     kwargs = dict(input_format="wikiextractor", num_shards=3,
-                  config=pretraining.PretrainingDataConfig(dupe_factor=2))
-    local = pretraining_data.create_pretraining_data(
+                  config=instances.PretrainingDataConfig(dupe_factor=2))
+    local = writer.create_pretraining_data(
         wiki_sample, str(tmp_path / "local" / "t.tfrecord"), vocab_file, progress=False,
         **kwargs)
-    counts = pretraining_beam.create_pretraining_data_beam(
+    counts = beam_pipeline.create_pretraining_data_beam(
         wiki_sample, str(tmp_path / "beam" / "t.tfrecord"), vocab_file, **kwargs)
     assert sorted(os.path.basename(p) for p in counts) == sorted(
         os.path.basename(p) for p in local)
@@ -31,6 +31,6 @@ def test_beam_writes_the_same_bytes_as_the_local_tool(wiki_sample, vocab_file, t
     assert meta["num_instances"] == sum(local.values())
 
     os.remove(tmp_path / "beam" / "t.tfrecord-00001-of-00003")  # a lost shard is redone
-    again = pretraining_beam.create_pretraining_data_beam(
+    again = beam_pipeline.create_pretraining_data_beam(
         wiki_sample, str(tmp_path / "beam" / "t.tfrecord"), vocab_file, **kwargs)
     assert again == counts

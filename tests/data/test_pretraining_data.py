@@ -6,13 +6,13 @@ import os
 import numpy as np
 import pytest
 
-from kbert.data import pretraining
-from kbert.data import pretraining_data
+from kbert.data.pretraining import instances
+from kbert.data.pretraining import writer
 
 
 def create(sample, out, vocab_file, **kwargs):
-    kwargs.setdefault("config", pretraining.PretrainingDataConfig(dupe_factor=2))
-    return pretraining_data.create_pretraining_data(
+    kwargs.setdefault("config", instances.PretrainingDataConfig(dupe_factor=2))
+    return writer.create_pretraining_data(
         sample, str(out), vocab_file, input_format="wikiextractor", progress=False, **kwargs)
 
 
@@ -40,7 +40,7 @@ def test_rerun_skips_complete_shards_and_resumes(wiki_sample, vocab_file, tmp_pa
                                                  monkeypatch):
     reference = create(wiki_sample, tmp_path / "ref" / "t.tfrecord@3", vocab_file)
     output = tmp_path / "run" / "t.tfrecord@3"
-    real = pretraining.instance_batches
+    real = instances.instance_batches
     calls = []
 
     def interrupted(*args, **kwargs):  # killed while making the second shard
@@ -49,10 +49,10 @@ def test_rerun_skips_complete_shards_and_resumes(wiki_sample, vocab_file, tmp_pa
             raise KeyboardInterrupt
         yield from real(*args, **kwargs)
 
-    monkeypatch.setattr(pretraining, "instance_batches", interrupted)
+    monkeypatch.setattr(instances, "instance_batches", interrupted)
     with pytest.raises(KeyboardInterrupt):
         create(wiki_sample, output, vocab_file)
-    monkeypatch.setattr(pretraining, "instance_batches", real)
+    monkeypatch.setattr(instances, "instance_batches", real)
     names = sorted(os.listdir(tmp_path / "run"))
     assert names == ["t.tfrecord-00000-of-00003", "t.tfrecord_meta.json"]  # no partial shard
     first = os.stat(tmp_path / "run" / names[0]).st_mtime_ns
@@ -62,7 +62,7 @@ def test_rerun_skips_complete_shards_and_resumes(wiki_sample, vocab_file, tmp_pa
     assert read_bytes(counts) == read_bytes(reference)
     with pytest.raises(ValueError, match="other settings.*dupe_factor"):
         create(wiki_sample, output, vocab_file,
-               config=pretraining.PretrainingDataConfig(dupe_factor=3))
+               config=instances.PretrainingDataConfig(dupe_factor=3))
 
 
 def test_clear_errors(wiki_sample, vocab_file, tmp_path):
@@ -92,7 +92,7 @@ def test_batch_tokenizer_gives_full_tokenizers_ids(vocab_file, wiki_sample_text)
     ]
     with open(wiki_sample_text, encoding="utf-8") as f:
         sentences += [line.strip() for line in f if not line.isascii()]
-    tokenizer = pretraining_data.BatchTokenizer(vocab_file)
+    tokenizer = writer.BatchTokenizer(vocab_file)
     ids, lengths = tokenizer(sentences)
     exact = tokenization.FullTokenizer(vocab_file).tokenize_ids(sentences)
     np.testing.assert_array_equal(lengths, exact.row_lengths().numpy())

@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 
 from kbert.data import features
-from kbert.data import pretraining
-from kbert.data import pretraining_data
+from kbert.data.pretraining import instances
+from kbert.data.pretraining import writer
 from tests.limits import SUBPROCESS_TIMEOUT
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -47,9 +47,9 @@ def generated(wiki_sample_text, vocab_file, tmp_path_factory):
     kbert = {name: str(out / f"kbert_{name}.tfrecord") for name in ("plain", "wwm")}
     process = None
     for name in google:
-        pretraining_data.create_pretraining_data(
+        writer.create_pretraining_data(
             wiki_sample_text, kbert[name], vocab_file, progress=False,
-            config=pretraining.PretrainingDataConfig(do_whole_word_mask=name == "wwm"))
+            config=instances.PretrainingDataConfig(do_whole_word_mask=name == "wwm"))
         if process is None:  # Google's side runs while kbert makes its second file
             process = oracle(
                 "generate", f"--input_file={wiki_sample_text}", f"--vocab_file={vocab_file}",
@@ -93,7 +93,7 @@ def ks_distance(a, b):
 
 @pytest.mark.parametrize("name", ["plain", "wwm"])
 def test_statistics_match_googles(generated, vocab_file, name):
-    mask_id = pretraining_data.load_vocab_tokens(vocab_file).index("[MASK]")
+    mask_id = writer.load_vocab_tokens(vocab_file).index("[MASK]")
     google, kbert = (statistics(r, mask_id) for r in generated[name])
     assert google["instances"] > 4000
     assert abs(kbert["instances"] / google["instances"] - 1) < 0.05
@@ -106,7 +106,7 @@ def test_statistics_match_googles(generated, vocab_file, name):
 
 
 def test_whole_word_masking_matches_googles_rule(generated, vocab_file):
-    vocab = pretraining_data.load_vocab_tokens(vocab_file)
+    vocab = writer.load_vocab_tokens(vocab_file)
     is_continuation = np.array([t.startswith("##") for t in vocab])
     special = {vocab.index("[CLS]"), vocab.index("[SEP]")}
     for records in generated["wwm"]:  # Google's own output obeys the rule too

@@ -3,25 +3,25 @@ import pytest
 import tensorflow as tf
 
 from kbert.data import features
-from kbert.data import pretraining
-from kbert.data import pretraining_data
-from kbert.data import pretraining_input
+from kbert.data.pretraining import instances
+from kbert.data.pretraining import record_input
+from kbert.data.pretraining import writer
 
 
 @pytest.fixture(scope="module")
 def shards(wiki_sample, vocab_file, tmp_path_factory):
     """(file pattern, records per file) of 4 pretraining record files."""
     out = tmp_path_factory.mktemp("shards")
-    counts = pretraining_data.create_pretraining_data(
+    counts = writer.create_pretraining_data(
         wiki_sample, str(out / "t.tfrecord@4"), vocab_file, input_format="wikiextractor",
-        progress=False, config=pretraining.PretrainingDataConfig(
+        progress=False, config=instances.PretrainingDataConfig(
             dupe_factor=2, max_seq_length=64, max_predictions_per_seq=10))
     return str(out / "t.tfrecord-*"), counts
 
 
 def test_pretraining_dataset_feeds_the_pretrainer(shards):
     pattern, counts = shards
-    ds = pretraining_input.pretraining_dataset(pattern, batch_size=8, shuffle=False,
+    ds = record_input.pretraining_dataset(pattern, batch_size=8, shuffle=False,
                                                repeat=False)
     inputs, labels, weights = next(iter(ds))
     assert {k: (v.dtype, tuple(v.shape)) for k, v in inputs.items()} == {
@@ -32,7 +32,7 @@ def test_pretraining_dataset_feeds_the_pretrainer(shards):
     parsed = features.parse_pretraining_examples(first, 64, 10)
     np.testing.assert_array_equal(inputs["token_ids"], parsed["input_ids"])
     np.testing.assert_array_equal(labels["mlm_logits"], parsed["masked_lm_ids"])
-    total = sum(1 for _ in pretraining_input.pretraining_dataset(
+    total = sum(1 for _ in record_input.pretraining_dataset(
         pattern, batch_size=1, shuffle=True, repeat=False, seed=0))
     assert total == sum(counts.values())
 
@@ -41,7 +41,7 @@ def test_a_seeded_dataset_reads_the_same_order_every_time(shards):
     pattern, _ = shards
 
     def order(seed):
-        ds = pretraining_input.pretraining_dataset(
+        ds = record_input.pretraining_dataset(
             pattern, batch_size=1, repeat=False, seed=seed,
             shuffle_buffer=4)  # a small buffer keeps the interleave order visible
         return [inputs["token_ids"].numpy().tobytes() for inputs, _, _ in ds]

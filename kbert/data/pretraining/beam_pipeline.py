@@ -12,13 +12,13 @@ import os
 
 import apache_beam as beam
 
-from kbert.data import pretraining_data
 from kbert.data import records
+from kbert.data.pretraining import writer
 
 
 class _WriteShard(beam.DoFn):
     def process(self, job):
-        yield os.path.basename(job.path), pretraining_data.write_shard(job)
+        yield os.path.basename(job.path), writer.write_shard(job)
 
 
 def create_pretraining_data_beam(input_file, output_file, vocab_file, *, pipeline_options=None,
@@ -35,17 +35,17 @@ def create_pretraining_data_beam(input_file, output_file, vocab_file, *, pipelin
     Returns:
         dict: shard path -> number of instances.
     """
-    plan = pretraining_data.plan_shards(input_file, output_file, vocab_file, **kwargs)
+    plan = writer.plan_shards(input_file, output_file, vocab_file, **kwargs)
     pending = [job for job in plan.jobs
                if plan.meta["shards"][os.path.basename(job.path)] is None]
     if not pending:
-        return pretraining_data.finish_shards(plan, {})
+        return writer.finish_shards(plan, {})
     with beam.Pipeline(options=pipeline_options) as pipeline:
         _ = (pipeline
              | "Shards" >> beam.Create(pending)
              | "Spread" >> beam.Reshuffle()
              | "Write" >> beam.ParDo(_WriteShard())
              | "Counts" >> beam.combiners.ToDict()
-             | "Sidecar" >> beam.Map(lambda counts: pretraining_data.finish_shards(plan, counts)))
+             | "Sidecar" >> beam.Map(lambda counts: writer.finish_shards(plan, counts)))
     return {job.path: records.read_meta(plan.meta_file)["shards"][
         os.path.basename(job.path)] for job in plan.jobs}

@@ -2,9 +2,9 @@
 
 Each shard is the instances of one byte range of the input (`kbert.data.corpus.partition`), so
 shards are independent: written one after the other here, or in parallel by
-`kbert.data.pretraining_beam`, with the same bytes. Within a shard, documents are read in
+`kbert.data.pretraining.beam_pipeline`, with the same bytes. Within a shard, documents are read in
 chunks of `chunk_bytes` of text; each chunk is tokenized in one call (kbert's in-graph
-`FullTokenizer`), paired and masked by `kbert.data.pretraining` with its own random
+`FullTokenizer`), paired and masked by `kbert.data.pretraining.instances` with its own random
 generator, seeded by (seed, shard, chunk), and written by the vectorized encoder of
 `kbert.data.records`. Reading, tokenizing and pairing run one chunk ahead in a thread.
 With `PretrainingDataConfig.chinese_word_segmenter`, each chunk's sentences are also cut into
@@ -32,9 +32,9 @@ from kbert import rates
 from kbert import tokenization
 from kbert.data import corpus
 from kbert.data import features as features_lib
-from kbert.data import pretraining
 from kbert.data import records
 from kbert.data import word_segmentation
+from kbert.data.pretraining import instances
 
 
 def load_vocab_tokens(vocab_file):
@@ -116,7 +116,7 @@ def tokenize_documents(documents, tokenizer, segment=None):
     kept_per_document = kept_per_document[kept_per_document > 0]
     sentence_splits = np.concatenate([[0], np.cumsum(lengths[keep])]).astype(np.int64)
     document_splits = np.concatenate([[0], np.cumsum(kept_per_document)]).astype(np.int64)
-    return pretraining.TokenizedDocuments(ids.astype(np.int32), sentence_splits, document_splits,
+    return instances.TokenizedDocuments(ids.astype(np.int32), sentence_splits, document_splits,
                                           continues)
 
 
@@ -197,7 +197,7 @@ class ShardJob(typing.NamedTuple):
     byte_range: corpus.ByteRange
     vocab_file: str
     vocab: tuple
-    config: pretraining.PretrainingDataConfig
+    config: instances.PretrainingDataConfig
     do_lower_case: bool
     random_seed: int
     input_format: str
@@ -224,7 +224,7 @@ def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_ca
     The arguments are `create_pretraining_data`'s. A shard whose count in `meta["shards"]`
     is not None is complete.
     """
-    config = config or pretraining.PretrainingDataConfig()
+    config = config or instances.PretrainingDataConfig()
     if config.chinese_word_segmenter is not None:
         word_segmentation.load_segmenter(config.chinese_word_segmenter)  # fails early
         if not exact_tokenization:
@@ -235,7 +235,7 @@ def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_ca
                          f"{input_format!r}")
     files = corpus.list_input_files(input_file)
     vocab = tuple(load_vocab_tokens(vocab_file))
-    pretraining.MaskingVocab.from_tokens(vocab)  # fails early without [CLS], [SEP], [MASK]
+    instances.MaskingVocab.from_tokens(vocab)  # fails early without [CLS], [SEP], [MASK]
     total_bytes = sum(os.path.getsize(f) for f in files)
     if total_bytes == 0:
         raise ValueError(f"{input_file}: the input is empty")
@@ -266,7 +266,7 @@ def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_ca
 def write_shard(job, progress=None):
     """Writes one shard (atomically) and returns its number of instances."""
     tokenizer = _cached_tokenizer(job.vocab_file, job.do_lower_case, job.exact_tokenization)
-    vocab = pretraining.MaskingVocab.from_tokens(job.vocab)
+    vocab = instances.MaskingVocab.from_tokens(job.vocab)
     config, byte_range = job.config, job.byte_range
     segment = (word_segmentation.load_segmenter(config.chinese_word_segmenter)
                if config.chinese_word_segmenter else None)
@@ -281,12 +281,12 @@ def write_shard(job, progress=None):
         def plan(chunk_index, documents):  # create_instances, up to the batches
             rng = np.random.default_rng([job.random_seed, byte_range.index, chunk_index])
             tokenized = tokenize_documents(documents, tokenizer, segment)
-            return tokenized, pretraining.shuffled_spans(tokenized, config, rng), rng
+            return tokenized, instances.shuffled_spans(tokenized, config, rng), rng
 
         # Reading, tokenizing (a TF op, free of the GIL) and pairing sentences run a chunk
         # ahead in a thread, while this one masks (numpy), encodes and writes.
         for tokenized, spans, rng in _in_background(itertools.starmap(plan, enumerate(chunks))):
-            for batch in pretraining.instance_batches(tokenized.ids, spans, config, vocab, rng,
+            for batch in instances.instance_batches(tokenized.ids, spans, config, vocab, rng,
                                                       word_continues=tokenized.word_continues):
                 for record in records.encode_examples(batch, features_lib.PRETRAINING_FEATURES):
                     writer.write(record)

@@ -1,16 +1,16 @@
 """Pretraining straight from raw text: tf.data batches with a fresh mask every epoch.
 
-The online front end of the rules in `kbert.data.pretraining` (the offline one is
-`kbert.data.pretraining_data`, which writes TFRecords with one mask per duplicate):
+The online front end of the rules in `kbert.data.pretraining.instances` (the offline one is
+`kbert.data.pretraining.writer`, which writes TFRecords with one mask per duplicate):
 
 1. Reading: this worker's byte range of the input (`kbert.data.corpus`, both formats), in
    chunks of about `chunk_bytes` of text, again every epoch (memory stays flat).
 2. Tokenization in the graph: kbert's `FullTokenizer` (Google's ids exactly) on a chunk.
-3. Pairing and packing: `kbert.data.pretraining.shuffled_spans` and `pack_pairs`, the code the
-   offline generator runs (target length, short sequences, NSP's random next segment or SOP's
-   swap, `truncate_seq_pair`), seeded by (seed, worker, epoch, chunk): every epoch pairs anew,
-   as the offline tool's `dupe_factor` passes do. A `tf.numpy_function`, since Google's
-   pairing walks sentences one by one with data-dependent draws (no array form).
+3. Pairing and packing: `kbert.data.pretraining.instances.shuffled_spans` and `pack_pairs`,
+   the code the offline generator runs (target length, short sequences, NSP's random next
+   segment or SOP's swap, `truncate_seq_pair`), seeded by (seed, worker, epoch, chunk): every
+   epoch pairs anew, as the offline tool's `dupe_factor` passes do. A `tf.numpy_function`,
+   since Google's pairing walks sentences one by one with data-dependent draws (no array form).
 4. Masking in the graph (`mask_batch`), after batching, with stateless random ops seeded by
    (seed, worker, batch index), so the same seed (and batch size) gives the same masks and
    each epoch (each batch) new ones.
@@ -31,9 +31,9 @@ import tensorflow as tf
 from kbert import tokenization
 from kbert.data import corpus
 from kbert.data import features as features_lib
-from kbert.data import pretraining
-from kbert.data import pretraining_data
 from kbert.data import records
+from kbert.data.pretraining import instances
+from kbert.data.pretraining import writer
 
 _SPAN_DTYPES = (tf.int32, tf.bool, tf.int32, tf.int8, tf.int8, tf.int32)
 _PACKED = ("tokens", "candidates", "lengths", "input_mask", "segment_ids",
@@ -53,7 +53,7 @@ def pretraining_text_dataset(files, vocab_file, batch_size, *, config=None, pair
         config: `kbert.data.PretrainingDataConfig`. Sequence length, predictions, rates and
             whole-word masking (`dupe_factor` is not used: see `epochs`). Defaults to
             Google's defaults.
-        pair_task: str. "nsp", "sop" or "none" (`kbert.data.pretraining.PAIR_TASKS`); with
+        pair_task: str. "nsp", "sop" or "none" (`kbert.data.pretraining.instances.PAIR_TASKS`); with
             "none" there are no `nsp_logits` labels. Defaults to "nsp".
         input_format: str. "text" or "wikiextractor". Defaults to "text".
         do_lower_case: bool. Defaults to True.
@@ -97,20 +97,20 @@ def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp
     masked_lm_positions, masked_lm_ids, masked_lm_weights [batch, max_predictions_per_seq];
     next_sentence_labels [batch, 1].
     """
-    config = config or pretraining.PretrainingDataConfig()
+    config = config or instances.PretrainingDataConfig()
     if config.chinese_word_segmenter is not None:
         raise ValueError("chinese_word_segmenter is not supported from raw text yet (words are "
                          "grouped by '##' pieces only): write TFRecords with "
                          "tools/create_pretraining_data.py --chinese_word_segmenter=jieba")
-    if pair_task not in pretraining.PAIR_TASKS:
-        raise ValueError(f"pair_task must be one of {pretraining.PAIR_TASKS}, got "
+    if pair_task not in instances.PAIR_TASKS:
+        raise ValueError(f"pair_task must be one of {instances.PAIR_TASKS}, got "
                          f"{pair_task!r}")
     if input_format not in corpus.INPUT_FORMATS:
         raise ValueError(f"input_format must be one of {corpus.INPUT_FORMATS}, got "
                          f"{input_format!r}")
     if epochs is not None and epochs < 1:
         raise ValueError(f"epochs must be positive or None, got {epochs}")
-    vocab = pretraining.MaskingVocab.from_tokens(tokenization.load_vocab(vocab_file).tokens)
+    vocab = instances.MaskingVocab.from_tokens(tokenization.load_vocab(vocab_file).tokens)
     byte_range = _worker_range(corpus.list_input_files(files), input_context)
     worker = byte_range.index
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
@@ -119,7 +119,7 @@ def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp
         documents = corpus.read_documents(byte_range, input_format,
                                           skip_bad_lines=skip_bad_lines)
         empty = True
-        for chunk in pretraining_data.chunk_documents(documents, chunk_bytes):
+        for chunk in writer.chunk_documents(documents, chunk_bytes):
             empty = False
             yield [s for d in chunk for s in d], [len(d) for d in chunk]
         if empty:  # else an endless repeat would wait forever for a first instance
@@ -184,7 +184,7 @@ def write_text_records(files, output_file, vocab_file, *, config=None, pair_task
     the masks follow from seed and batch size; default 4096). Returns the number of instances
     written.
     """
-    config = config or pretraining.PretrainingDataConfig()
+    config = config or instances.PretrainingDataConfig()
     ds = text_instances(files, vocab_file, batch_size, config=config, pair_task=pair_task,
                         input_format=input_format, do_lower_case=do_lower_case, seed=seed,
                         epochs=config.dupe_factor, chunk_bytes=chunk_bytes, shuffle_buffer=0,
@@ -216,7 +216,7 @@ def write_text_records(files, output_file, vocab_file, *, config=None, pair_task
 def mask_batch(tokens, candidates, lengths, config, vocab, is_continuation, seed):
     """Google's `create_masked_lm_predictions` for a batch, in the graph (stateless random).
 
-    The rules of `kbert.data.pretraining.mask_tokens`: `min(max_predictions_per_seq,
+    The rules of `kbert.data.pretraining.instances.mask_tokens`: `min(max_predictions_per_seq,
     max(1, round(length * masked_lm_prob)))` positions, never [CLS]/[SEP]/padding, uniformly
     chosen (or whole words in random order, a word that would overflow the budget skipped);
     `mask_token_rate` [MASK], `random_token_rate` a uniform vocab id, the rest unchanged.
@@ -226,7 +226,7 @@ def mask_batch(tokens, candidates, lengths, config, vocab, is_continuation, seed
         candidates: bool [batch, seq]. Positions that may be predicted.
         lengths: int32 [batch]. Tokens per row, [CLS] and [SEP]s included.
         config: `PretrainingDataConfig`.
-        vocab: `kbert.data.pretraining.MaskingVocab`.
+        vocab: `kbert.data.pretraining.instances.MaskingVocab`.
         is_continuation: bool tensor [vocab]. The piece starts with "##".
         seed: int64 [2]. Stateless seed of this batch.
 
@@ -242,7 +242,8 @@ def mask_batch(tokens, candidates, lengths, config, vocab, is_continuation, seed
     budget = tf.minimum(predictions, tf.maximum(1, tf.cast(
         tf.round(tf.cast(lengths, tf.float64) * config.masked_lm_prob), tf.int32)))
     if config.do_whole_word_mask:
-        selected = _select_whole_words(tokens, candidates, budget, is_continuation, select_seed)
+        selected = _select_whole_words_in_graph(tokens, candidates, budget, is_continuation,
+                                                select_seed)
     else:
         keys = tf.random.stateless_uniform(tf.shape(tokens), select_seed)
         keys = tf.where(candidates, keys, 2.0)
@@ -271,8 +272,9 @@ def mask_batch(tokens, candidates, lengths, config, vocab, is_continuation, seed
             "masked_lm_weights": tf.cast(valid, tf.float32)}
 
 
-def _select_whole_words(tokens, candidates, budget, is_continuation, seed):
-    """Whole words in random order, each taken if it still fits the budget (as Google)."""
+def _select_whole_words_in_graph(tokens, candidates, budget, is_continuation, seed):
+    """Whole words in random order, each taken if it still fits the budget (as Google): the
+    rule of `kbert.data.pretraining.instances` in TF ops, with a stateless seed."""
     batch, seq = tf.shape(tokens)[0], tokens.shape[1]
     # A "##" piece joins the previous candidate's word, even across a [SEP] (as Google).
     continuation = tf.gather(is_continuation, tokens) & candidates
@@ -305,8 +307,8 @@ def _pair_and_pack(epoch, index, ids, lengths, per_document, config, vocab, seed
     """One chunk's tokens -> packed, unmasked instances (numpy, shared with the offline tool)."""
     documents = _documents(ids, lengths, per_document)
     rng = np.random.default_rng([seed, worker, epoch, index])
-    spans = pretraining.shuffled_spans(documents, _one_pass(config), rng, pair_task)
-    packed = pretraining.pack_pairs(documents.ids, spans, config, vocab, rng)
+    spans = instances.shuffled_spans(documents, _one_pass(config), rng, pair_task)
+    packed = instances.pack_pairs(documents.ids, spans, config, vocab, rng)
     return tuple(packed[name].astype(dtype.as_numpy_dtype)
                  for name, dtype in zip(_PACKED, _SPAN_DTYPES, strict=True))
 
@@ -316,7 +318,7 @@ def _documents(ids, lengths, per_document):
     keep = lengths > 0
     document_of = np.repeat(np.arange(len(per_document)), per_document)
     kept = np.bincount(document_of[keep], minlength=len(per_document))
-    return pretraining.TokenizedDocuments(
+    return instances.TokenizedDocuments(
         ids.astype(np.int32), np.concatenate([[0], np.cumsum(lengths[keep])]).astype(np.int64),
         np.concatenate([[0], np.cumsum(kept[kept > 0])]).astype(np.int64))
 

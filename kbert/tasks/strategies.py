@@ -1,4 +1,4 @@
-"""Where and in what precision a recipe trains: tf.distribute strategies, mixed precision, XLA.
+"""Where a recipe trains: tf.distribute strategies, the multi-worker output layout, sharding.
 
 The recipes (`kbert.tasks.glue`, `squad`, `ner`, `pretraining`) take the same four settings:
 
@@ -7,11 +7,7 @@ The recipes (`kbert.tasks.glue`, `squad`, `ner`, `pretraining`) take the same fo
                            the cluster and this process's task are read from `TF_CONFIG`) or
                            "tpu" (a Cloud TPU named by `tpu`).
     tpu                    the TPU's name or gRPC address, "local" on a TPU VM.
-    mixed_precision        "float32", "mixed_float16" (GPUs; Keras adds dynamic loss scaling)
-                           or "mixed_bfloat16" (TPUs, Ampere and newer GPUs, recent CPUs).
-                           Variables stay float32; the classifier, span labeler and
-                           tagger return float32 logits, and Keras computes losses in
-                           float32.
+    mixed_precision        the dtype policy: `kbert.tasks.precision`.
     jit_compile            XLA-compile the train step.
 
 They build the model and optimizer under `strategy.scope()` and hand `fit` a dataset of
@@ -28,30 +24,23 @@ With several workers, every worker runs the whole recipe. The chief (task "chief
 `output_dir/worker_N`, so no two processes write one file and each resumes from its own backup.
 """
 
-import contextlib
 import functools
 import json
 import os
 
-import keras
 import tensorflow as tf
-from absl import logging
 
 from kbert.tasks import configs
 
 STRATEGIES = configs.STRATEGIES
-PRECISIONS = configs.PRECISIONS
 
 
-def check(distribution_strategy="one_device", mixed_precision="float32"):
-    """Raises ValueError on an unknown strategy or precision name (a `Strategy` passes)."""
+def check(distribution_strategy):
+    """Raises ValueError on an unknown strategy name (a `Strategy` passes)."""
     if (not isinstance(distribution_strategy, tf.distribute.Strategy)
             and distribution_strategy not in STRATEGIES):
         raise ValueError(f"distribution_strategy must be one of {', '.join(STRATEGIES)}, "
                          f"got {distribution_strategy!r}")
-    if mixed_precision not in PRECISIONS:
-        raise ValueError(f"mixed_precision must be one of {', '.join(PRECISIONS)}, "
-                         f"got {mixed_precision!r}")
 
 
 def make_strategy(name="one_device", tpu=None):
@@ -150,51 +139,6 @@ def _check_tf_config():
                          f'"task": {{"type": "worker", "index": 0}}}}; got: {text[:200]}')
 
 
-def set_mixed_precision(policy):
-    """Sets Keras' global dtype policy to `policy` (one of `PRECISIONS`); returns the old one.
-
-    Models built afterwards compute in `policy`'s compute dtype with float32 variables; under
-    "mixed_float16" `compile` wraps the optimizer in `keras.optimizers.LossScaleOptimizer`.
-    """
-    check(mixed_precision=policy)
-    if policy == "mixed_bfloat16" and emulates_bfloat16():
-        logging.warning(
-            "mixed_bfloat16 on a CPU without AVX512_BF16 or AMX and no GPU: TensorFlow emulates "
-            "the bfloat16 matmuls, which is usually slower than float32 (BENCHMARKS.md)")
-    previous = keras.config.dtype_policy().name
-    keras.config.set_dtype_policy(policy)
-    return previous
-
-
-def cpu_flags(cpuinfo="/proc/cpuinfo"):
-    """The words of the CPU's "flags" line in `cpuinfo` (Linux), a set (empty without such a
-    line); None where the file cannot be read."""
-    try:
-        with open(cpuinfo, encoding="utf-8") as f:
-            return set(next((line for line in f if line.startswith("flags")), "").split())
-    except OSError:
-        return None
-
-
-def emulates_bfloat16(cpuinfo="/proc/cpuinfo"):
-    """Whether training here would run bfloat16 matmuls in emulation: no GPU or TPU, and a
-    CPU whose `cpuinfo` flags lack avx512_bf16 and amx_bf16. False where unknown (no flags)."""
-    if tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"):
-        return False
-    flags = cpu_flags(cpuinfo)
-    return bool(flags) and not {"avx512_bf16", "amx_bf16"} & flags
-
-
-@contextlib.contextmanager
-def mixed_precision_scope(policy):
-    """`set_mixed_precision(policy)` for the `with` block, then the previous policy again."""
-    previous = set_mixed_precision(policy)
-    try:
-        yield
-    finally:
-        keras.config.set_dtype_policy(previous)
-
-
 def is_chief(strategy):
     """Whether this process writes the results: always, except on non-chief workers."""
     return strategy.extended.should_checkpoint
@@ -206,34 +150,6 @@ def worker_output_dir(output_dir, strategy):
         return output_dir
     resolver = strategy.cluster_resolver
     return os.path.join(output_dir, f"{resolver.task_type}_{resolver.task_id}")
-
-
-def load_in_precision(path, mixed_precision="float32"):
-    """`keras.saving.load_model(path)` in `mixed_precision`, whatever policy it was saved in.
-
-    A `.keras` file records the dtype policy of each model it holds; when that differs, the
-    model is rebuilt from its config without them, under `mixed_precision` as the global
-    policy (as a model built fresh in it), and the weights are copied in.
-    """
-    model = keras.saving.load_model(path)
-    if model.dtype_policy.name == mixed_precision:
-        return model
-    with mixed_precision_scope(mixed_precision):
-        rebuilt = type(model).from_config(_without_policies(model.get_config()))
-    rebuilt.set_weights(model.get_weights())
-    return rebuilt
-
-
-def _without_policies(config):
-    # Drops every "dtype" entry that is a serialized DTypePolicy (the models' and their
-    # encoders'), so that each takes the global policy.
-    if isinstance(config, list):
-        return [_without_policies(value) for value in config]
-    if not isinstance(config, dict):
-        return config
-    return {key: _without_policies(value) for key, value in config.items()
-            if not (key == "dtype" and isinstance(value, dict)
-                    and "DTypePolicy" in str(value.get("class_name")))}
 
 
 def shard_by_data(dataset):
