@@ -42,19 +42,6 @@ from kbert.tasks import strategies
 from kbert.tokenization import vocab as vocab_lib
 
 
-def run_with_strategy(config, run):
-    """`run(config, strategy)` in the config's strategy scope and mixed-precision policy,
-    holding the lock of the output dir (`kbert.artifacts.locked`).
-
-    The strategy is made first: a multi-worker strategy must exist before TensorFlow runs an op.
-    """
-    strategy = strategies.make_strategy(config.distribution_strategy, config.tpu)
-    # One writer per output dir: a second run into it is refused at once.
-    with artifacts.locked(strategies.worker_output_dir(config.output_dir, strategy)), \
-            precision.mixed_precision_scope(config.mixed_precision), strategy.scope():
-        return run(config, strategy)
-
-
 def load_keras_model(source, expected_type, mixed_precision="float32"):
     """Loads the `.keras` model of `source` (an `OpenedModel`) in `mixed_precision`; checks it
     is `expected_type`."""

@@ -58,7 +58,6 @@ from kbert.tasks import configs
 from kbert.tasks import epoch_callbacks
 from kbert.tasks import fitting
 from kbert.tasks import optimization
-from kbert.tasks import precision
 from kbert.tasks import progress
 from kbert.tasks import strategies
 from kbert.tasks.configs import PretrainingConfig
@@ -233,14 +232,8 @@ def run_pretraining(config: PretrainingConfig) -> dict:
     source = open_init(config)
     resolve_vocab_file(config, source)  # fail before any work
     check_inputs(config)
-    # First: a multi-worker strategy must exist before TensorFlow runs an op.
-    strategy = strategies.make_strategy(config.distribution_strategy, config.tpu)
-    # Other workers of a multi-worker run write their copies under output_dir/worker_N.
-    out = strategies.worker_output_dir(config.output_dir, strategy)
     try:
-        # One writer per output dir: a second run into it is refused at once.
-        with artifacts.locked(out), precision.mixed_precision_scope(
-                config.mixed_precision), strategy.scope():
+        with strategies.run_scope(config) as (strategy, out):
             return _run_pretraining(config, strategy, out, source)
     except tf.errors.DataLossError as e:
         # tf.data does not say which file holds the bad record: find it.

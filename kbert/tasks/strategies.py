@@ -24,13 +24,16 @@ With several workers, every worker runs the whole recipe. The chief (task "chief
 `output_dir/worker_N`, so no two processes write one file and each resumes from its own backup.
 """
 
+import contextlib
 import functools
 import json
 import os
 
 import tensorflow as tf
 
+from kbert import artifacts
 from kbert.tasks import configs
+from kbert.tasks import precision
 
 STRATEGIES = configs.STRATEGIES
 
@@ -62,6 +65,20 @@ def make_strategy(name="one_device", tpu=None):
         return name
     check(name)
     return _make_strategy(name, tpu or os.environ.get("TPU_NAME"))
+
+
+@contextlib.contextmanager
+def run_scope(config):
+    """The scope a training run works in, for a `kbert.tasks.configs.RunConfig`: its strategy
+    (made first: a multi-worker strategy must exist before TensorFlow runs an op), the lock of
+    its output dir (`kbert.artifacts.locked`: a second run into it is refused at once) and its
+    mixed-precision policy. Yields (strategy, this worker's output dir: `worker_output_dir`).
+    """
+    strategy = make_strategy(config.distribution_strategy, config.tpu)
+    output_dir = worker_output_dir(config.output_dir, strategy)
+    with artifacts.locked(output_dir), precision.mixed_precision_scope(
+            config.mixed_precision), strategy.scope():
+        yield strategy, output_dir
 
 
 # One strategy of each kind per process: a second MirroredStrategy's collective ops can clash

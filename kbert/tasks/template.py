@@ -136,11 +136,12 @@ def run(config, recipe_class):
         dict with "train" (fit statistics), "eval" ({split: scores}) and "predict" ({name:
         path}) for the steps that ran.
     """
-    return fine_tuning.run_with_strategy(
-        config, lambda config, strategy: _run(recipe_class(config), strategy))
+    with strategies.run_scope(config) as (_, output_dir):
+        return _run(recipe_class(config), output_dir)
 
 
-def _run(recipe, strategy):
+def _run(recipe, output_dir):
+    """The steps of `run` for `recipe`, writing to `output_dir` (this worker's)."""
     config = recipe.config
     source = recipe.open()
     files = recipe.data_files(source)
@@ -152,8 +153,6 @@ def _run(recipe, strategy):
     if config.do_train:
         run_manifest.begin_training(config, run_manifest.manifest_for(config, source, files))
     model = recipe.build_model(source, data)
-    # Other workers of a multi-worker run write their copies under output_dir/worker_N.
-    output_dir = strategies.worker_output_dir(config.output_dir, strategy)
     os.makedirs(output_dir, exist_ok=True)
     results, reused = {}, None
     if config.do_train:
