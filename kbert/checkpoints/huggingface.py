@@ -10,76 +10,20 @@ from safetensors import numpy as safetensors_numpy
 
 from kbert import io
 from kbert.checkpoints import tf1
+from kbert.checkpoints import tf1_names
 from kbert.config import BertConfig
 
-# (Hugging Face name without the "bert." prefix, Google name, transpose?). PyTorch Linear
-# weights are [out, in]; Google kernels are [in, out]. `cls.seq_relationship.weight` is [2, H]
-# on both sides. `cls.predictions.decoder.weight` is the tied word table and has no row.
-_EMBEDDINGS = (
-    ("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings", False),
-    ("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings", False),
-    ("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings", False),
-    ("embeddings.LayerNorm.weight", "bert/embeddings/LayerNorm/gamma", False),
-    ("embeddings.LayerNorm.bias", "bert/embeddings/LayerNorm/beta", False),
-    ("pooler.dense.weight", "bert/pooler/dense/kernel", True),
-    ("pooler.dense.bias", "bert/pooler/dense/bias", False),
-)
-_LAYER = (
-    ("attention.self.query.weight", "attention/self/query/kernel", True),
-    ("attention.self.query.bias", "attention/self/query/bias", False),
-    ("attention.self.key.weight", "attention/self/key/kernel", True),
-    ("attention.self.key.bias", "attention/self/key/bias", False),
-    ("attention.self.value.weight", "attention/self/value/kernel", True),
-    ("attention.self.value.bias", "attention/self/value/bias", False),
-    ("attention.output.dense.weight", "attention/output/dense/kernel", True),
-    ("attention.output.dense.bias", "attention/output/dense/bias", False),
-    ("attention.output.LayerNorm.weight", "attention/output/LayerNorm/gamma", False),
-    ("attention.output.LayerNorm.bias", "attention/output/LayerNorm/beta", False),
-    ("intermediate.dense.weight", "intermediate/dense/kernel", True),
-    ("intermediate.dense.bias", "intermediate/dense/bias", False),
-    ("output.dense.weight", "output/dense/kernel", True),
-    ("output.dense.bias", "output/dense/bias", False),
-    ("output.LayerNorm.weight", "output/LayerNorm/gamma", False),
-    ("output.LayerNorm.bias", "output/LayerNorm/beta", False),
-)
-_HEADS = (
-    ("cls.predictions.transform.dense.weight", "cls/predictions/transform/dense/kernel", True),
-    ("cls.predictions.transform.dense.bias", "cls/predictions/transform/dense/bias", False),
-    ("cls.predictions.transform.LayerNorm.weight", "cls/predictions/transform/LayerNorm/gamma",
-     False),
-    ("cls.predictions.transform.LayerNorm.bias", "cls/predictions/transform/LayerNorm/beta",
-     False),
-    ("cls.predictions.bias", "cls/predictions/output_bias", False),
-    ("cls.seq_relationship.weight", "cls/seq_relationship/output_weights", False),
-    ("cls.seq_relationship.bias", "cls/seq_relationship/output_bias", False),
-)
-# The task heads of transformers' BERT classes, by architecture. The classifiers' `weight`
-# is [labels, hidden] like Google's `output_weights`, so no row transposes.
-_TASK_HEADS = {
-    "BertModel": (),
-    "BertForPreTraining": _HEADS,
-    "BertForSequenceClassification": (
-        ("classifier.weight", "output_weights", False),
-        ("classifier.bias", "output_bias", False),
-    ),
-    "BertForQuestionAnswering": (
-        ("qa_outputs.weight", "cls/squad/output_weights", False),
-        ("qa_outputs.bias", "cls/squad/output_bias", False),
-    ),
-    "BertForTokenClassification": (
-        ("classifier.weight", "cls/ner/output_weights", False),
-        ("classifier.bias", "cls/ner/output_bias", False),
-        # transformers has no CRF: BertForTokenClassification ignores these (it reports them
-        # as unexpected keys) and gives the CRF's unary potentials as logits; kbert reads them.
-        ("crf.transitions", "cls/ner/crf/transitions", False),
-        ("crf.start_transitions", "cls/ner/crf/start_transitions", False),
-        ("crf.end_transitions", "cls/ner/crf/end_transitions", False),
-    ),
-}
-# transformers classes whose tensors are a subset of BertForPreTraining's (bert-base-uncased
-# is saved as BertForMaskedLM with both heads): read with its table, absent heads allowed.
-for _name in ("BertForMaskedLM", "BertLMHeadModel", "BertForNextSentencePrediction"):
-    _TASK_HEADS[_name] = _HEADS
+# transformers names each Google variable by a rule (`_huggingface_name`), so the rows are
+# tf1_names' Google names. PyTorch Linear weights are [out, in]; Google kernels are [in, out].
+# `output_weights` is [labels, H] on both sides. `cls.predictions.decoder.weight` is the tied
+# word table and has no row.
+_LEAVES = {"kernel": "weight", "gamma": "weight", "beta": "bias", "output_weights": "weight",
+           "output_bias": "bias", "word_embeddings": "word_embeddings.weight",
+           "position_embeddings": "position_embeddings.weight",
+           "token_type_embeddings": "token_type_embeddings.weight"}
+# Google's task-head scopes -> transformers' module names (the classifier's has no scope).
+_HEAD_SCOPES = (("cls/squad/", "qa_outputs/"), ("cls/ner/crf/", "crf/"),
+                ("cls/ner/", "classifier/"), ("output_", "classifier/output_"))
 # kbert's model (registered name, as `tf1.find_head` gives it) -> transformers class.
 _ARCHITECTURES = {
     None: "BertModel",
@@ -88,6 +32,18 @@ _ARCHITECTURES = {
     "kbert>BertSpanLabeler": "BertForQuestionAnswering",
     "kbert>BertTokenClassifier": "BertForTokenClassification",
 }
+# The head rows of each transformers class. Those whose tensors are a subset of
+# BertForPreTraining's (bert-base-uncased is saved as BertForMaskedLM with both heads) are
+# read with its rows, absent heads allowed. transformers has no CRF: BertForTokenClassification
+# ignores kbert's (it reports them as unexpected keys) and gives the CRF's unary potentials
+# as logits; kbert reads them.
+_TASK_HEADS = {architecture: tf1_names.HEADS.get(name, ())
+               for name, architecture in _ARCHITECTURES.items()}
+for _name in ("BertForMaskedLM", "BertLMHeadModel", "BertForNextSentencePrediction"):
+    _TASK_HEADS[_name] = tf1_names.PRETRAINING_HEADS
+# Head tensors that may be absent: the pretraining heads (in a subset class), a CRF.
+_OPTIONAL_HEADS = [google for google, _, _ in tf1_names.PRETRAINING_HEADS + tf1_names.TAGGING_HEAD
+                   if not google.startswith("cls/ner/output_")]
 # Heads that never read the pooled output: transformers builds them without a pooler.
 _NO_POOLER = ("BertForQuestionAnswering", "BertForTokenClassification")
 _POOLER = ("pooler.dense.weight", "pooler.dense.bias")
@@ -110,10 +66,27 @@ MULTI_LABEL_PROBLEM = "multi_label_classification"
 
 
 def _table(num_layers, architecture):
-    rows = list(_EMBEDDINGS)
-    for i in range(num_layers):
-        rows += [(f"encoder.layer.{i}.{h}", f"bert/encoder/layer_{i}/{g}", t) for h, g, t in _LAYER]
-    return rows + list(_TASK_HEADS[architecture])
+    """(Hugging Face name without "bert.", Google name, transpose?) of each tensor of
+    `architecture` with `num_layers` layers."""
+    names = [google for google, _, _ in tf1_names.ENCODER]
+    names += [google.format(i=i) for i in range(num_layers)
+              for google, _, _ in tf1_names.ENCODER_LAYER]
+    names += [google for google, _, _ in _TASK_HEADS[architecture]]
+    return [(hf_name, google, transpose) for google in names
+            for hf_name, transpose in [_huggingface_name(google)]]
+
+
+def _huggingface_name(google_name):
+    """(transformers' name of the Google variable `google_name`, whether it is transposed):
+    `bert/encoder/layer_0/attention/self/query/kernel` ->
+    (`encoder.layer.0.attention.self.query.weight`, True)."""
+    name = google_name.removeprefix("bert/")
+    for google_scope, scope in _HEAD_SCOPES:
+        if name.startswith(google_scope):
+            name = scope + name.removeprefix(google_scope)
+            break
+    *path, leaf = name.replace("layer_", "layer/").split("/")
+    return ".".join([*path, _LEAVES.get(leaf, leaf)]), leaf == "kernel"
 
 
 def _hf_name(hf_name):
@@ -177,8 +150,7 @@ def read_huggingface(hf_dir, exact_gelu=False):
         logging.info("%s: no pooler (%s has none); a zero pooler is written", weights_path,
                      architecture)
     tensors = {}
-    optional = {hf for hf, _, _ in _HEADS} | {"crf.transitions", "crf.start_transitions",
-                                               "crf.end_transitions"}
+    optional = {_huggingface_name(google)[0] for google in _OPTIONAL_HEADS}
     for hf_name, google, transpose in _table(config.num_hidden_layers, architecture):
         if hf_name in weights:
             value = weights.pop(hf_name).astype(np.float32)

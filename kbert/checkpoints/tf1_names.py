@@ -13,50 +13,48 @@ MERGE_HEADS = "merge_heads"
 # Keras Dense kernel [hidden, 2] <-> Google `output_weights` [2, hidden] (used transposed).
 TRANSPOSE = "transpose"
 
+
+def _dense(google, keras, kernel=IDENTITY, bias=IDENTITY):
+    """The kernel and bias rows of one dense layer, under their two scopes."""
+    return ((f"{google}/kernel", f"{keras}/kernel", kernel),
+            (f"{google}/bias", f"{keras}/bias", bias))
+
+
+def _layer_norm(google, keras):
+    """The gamma and beta rows of one LayerNorm, under their two scopes."""
+    return ((f"{google}/gamma", f"{keras}/gamma", IDENTITY),
+            (f"{google}/beta", f"{keras}/beta", IDENTITY))
+
+
 ENCODER = (
     ("bert/embeddings/word_embeddings", "embeddings/token_embedding/embeddings", IDENTITY),
     ("bert/embeddings/token_type_embeddings", "embeddings/segment_embedding/embeddings",
      IDENTITY),
     ("bert/embeddings/position_embeddings", "embeddings/position_embedding/embeddings",
      IDENTITY),
-    ("bert/embeddings/LayerNorm/gamma", "embeddings/layer_norm/gamma", IDENTITY),
-    ("bert/embeddings/LayerNorm/beta", "embeddings/layer_norm/beta", IDENTITY),
-    ("bert/pooler/dense/kernel", "pooler/kernel", IDENTITY),
-    ("bert/pooler/dense/bias", "pooler/bias", IDENTITY),
+    *_layer_norm("bert/embeddings/LayerNorm", "embeddings/layer_norm"),
+    *_dense("bert/pooler/dense", "pooler"),
 )
 
 ENCODER_LAYER = tuple(
     (f"bert/encoder/layer_{{i}}/{google}", f"transformer_layer_{{i}}/{keras}", transform)
     for google, keras, transform in (
-        ("attention/self/query/kernel", "self_attention_layer/query/kernel", SPLIT_HEADS),
-        ("attention/self/query/bias", "self_attention_layer/query/bias", SPLIT_HEADS),
-        ("attention/self/key/kernel", "self_attention_layer/key/kernel", SPLIT_HEADS),
-        ("attention/self/key/bias", "self_attention_layer/key/bias", SPLIT_HEADS),
-        ("attention/self/value/kernel", "self_attention_layer/value/kernel", SPLIT_HEADS),
-        ("attention/self/value/bias", "self_attention_layer/value/bias", SPLIT_HEADS),
-        ("attention/output/dense/kernel", "self_attention_layer/attention_output/kernel",
-         MERGE_HEADS),
-        ("attention/output/dense/bias", "self_attention_layer/attention_output/bias", IDENTITY),
-        ("attention/output/LayerNorm/gamma", "self_attention_layer_norm/gamma", IDENTITY),
-        ("attention/output/LayerNorm/beta", "self_attention_layer_norm/beta", IDENTITY),
-        ("intermediate/dense/kernel", "feedforward_intermediate_dense/kernel", IDENTITY),
-        ("intermediate/dense/bias", "feedforward_intermediate_dense/bias", IDENTITY),
-        ("output/dense/kernel", "feedforward_output_dense/kernel", IDENTITY),
-        ("output/dense/bias", "feedforward_output_dense/bias", IDENTITY),
-        ("output/LayerNorm/gamma", "feedforward_layer_norm/gamma", IDENTITY),
-        ("output/LayerNorm/beta", "feedforward_layer_norm/beta", IDENTITY),
+        *_dense("attention/self/query", "self_attention_layer/query", SPLIT_HEADS, SPLIT_HEADS),
+        *_dense("attention/self/key", "self_attention_layer/key", SPLIT_HEADS, SPLIT_HEADS),
+        *_dense("attention/self/value", "self_attention_layer/value", SPLIT_HEADS, SPLIT_HEADS),
+        *_dense("attention/output/dense", "self_attention_layer/attention_output", MERGE_HEADS),
+        *_layer_norm("attention/output/LayerNorm", "self_attention_layer_norm"),
+        *_dense("intermediate/dense", "feedforward_intermediate_dense"),
+        *_dense("output/dense", "feedforward_output_dense"),
+        *_layer_norm("output/LayerNorm", "feedforward_layer_norm"),
     )
 )
 
 # Pretraining heads, as run_pretraining.py `get_masked_lm_output` / `get_next_sentence_output`.
 # The MLM output kernel is the word-embedding table (tied), so it has no row of its own.
 PRETRAINING_HEADS = (
-    ("cls/predictions/transform/dense/kernel", "mlm_head/intermediate_dense/kernel", IDENTITY),
-    ("cls/predictions/transform/dense/bias", "mlm_head/intermediate_dense/bias", IDENTITY),
-    ("cls/predictions/transform/LayerNorm/gamma", "mlm_head/intermediate_layer_norm/gamma",
-     IDENTITY),
-    ("cls/predictions/transform/LayerNorm/beta", "mlm_head/intermediate_layer_norm/beta",
-     IDENTITY),
+    *_dense("cls/predictions/transform/dense", "mlm_head/intermediate_dense"),
+    *_layer_norm("cls/predictions/transform/LayerNorm", "mlm_head/intermediate_layer_norm"),
     ("cls/predictions/output_bias", "mlm_head/output_bias", IDENTITY),
     ("cls/seq_relationship/output_weights", "nsp_head/kernel", TRANSPOSE),
     ("cls/seq_relationship/output_bias", "nsp_head/bias", IDENTITY),

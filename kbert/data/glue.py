@@ -105,6 +105,14 @@ _MNLI = ("contradiction", "entailment", "neutral")
 _PAIR = Layout(text_a=1, text_b=2, label=-1)
 _PAIR_TEST = Layout(text_a=1, text_b=2, index=0)
 
+
+def _same_text_columns(text_a, text_b, label):
+    """The layouts of a pair task whose test files hold the texts where its labelled files
+    do, with an index first in place of the label."""
+    return {"labelled": Layout(text_a=text_a, text_b=text_b, label=label),
+            "unlabelled": Layout(text_a=text_a, text_b=text_b, index=0)}
+
+
 # Columns as in the files of GLUE's download script, read by Google's run_classifier.py and
 # TF Model Garden's classifier_data_lib.py processors.
 GLUE_TASKS = {
@@ -115,22 +123,15 @@ GLUE_TASKS = {
     "sst2": TaskSpec(
         "SST-2", ("0", "1"), "accuracy",
         labelled=Layout(text_a=0, label=1), unlabelled=Layout(text_a=1, index=0)),
-    "mrpc": TaskSpec(
-        "MRPC", ("0", "1"), "f1_accuracy",
-        labelled=Layout(text_a=3, text_b=4, label=0),
-        unlabelled=Layout(text_a=3, text_b=4, index=0)),
-    "stsb": TaskSpec(
-        "STS-B", REGRESSION, "pearson_spearman",
-        labelled=Layout(text_a=7, text_b=8, label=-1),
-        unlabelled=Layout(text_a=7, text_b=8, index=0)),
+    "mrpc": TaskSpec("MRPC", ("0", "1"), "f1_accuracy", **_same_text_columns(3, 4, label=0)),
+    "stsb": TaskSpec("STS-B", REGRESSION, "pearson_spearman",
+                     **_same_text_columns(7, 8, label=-1)),
     "qqp": TaskSpec(
         "QQP", ("0", "1"), "f1_accuracy",
         labelled=Layout(text_a=3, text_b=4, label=5),
         unlabelled=Layout(text_a=1, text_b=2, index=0)),
     "mnli": TaskSpec(
-        "MNLI", _MNLI, "accuracy",
-        labelled=Layout(text_a=8, text_b=9, label=-1),
-        unlabelled=Layout(text_a=8, text_b=9, index=0),
+        "MNLI", _MNLI, "accuracy", **_same_text_columns(8, 9, label=-1),
         dev_files=(("dev_matched", "dev_matched.tsv"), ("dev_mismatched", "dev_mismatched.tsv")),
         test_files=(("test_matched", "test_matched.tsv", "MNLI-m"),
                     ("test_mismatched", "test_mismatched.tsv", "MNLI-mm"))),
