@@ -202,7 +202,8 @@ class GlueConfig(FineTuningConfig, _DevAndTestFiles):
     label_separator: str = option("|", "multi_label: separates the labels in label_column.")
     label_columns: tuple[str, ...] | None = option(
         None, "multi_label: one 0/1 column per label, instead of label_column.")
-    skip_bad_rows: bool = option(False, "Skip (and log) malformed dev/test rows.")
+    skip_bad_rows: bool = option(False, "Skip (and log) malformed rows of the data files; "
+                                 "without it, one stops the run before training.")
     pack_examples: bool = option(
         False, "Train on packed rows: several short examples per row, each seeing only "
         "itself, the same examples per step. Classification on one device.")

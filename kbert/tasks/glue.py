@@ -126,8 +126,7 @@ class ClassifierRecipe(template.Recipe):
             [split for split, _ in spec.dev_files] if config.do_eval else []) + (
             [split for split, _, _ in spec.test_files] if config.do_predict else [])
         return {split: read_split(config, spec, split,
-                                  errors="warn" if split == "train" or config.skip_bad_rows
-                                  else "raise")
+                                  errors="warn" if config.skip_bad_rows else "raise")
                 for split in splits}
 
     def build_model(self, source, data):

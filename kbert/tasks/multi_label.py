@@ -38,7 +38,7 @@ class MultiLabelRecipe(glue.ClassifierRecipe):
                 path, c.text_a_column, c.text_b_column, label_separator=c.label_separator,
                 label_column=c.label_column if labelled and not c.label_columns else None,
                 label_columns=c.label_columns if labelled else None, label_names=names,
-                errors="warn" if c.skip_bad_rows or name == "train_file" else "raise")
+                errors="warn" if c.skip_bad_rows else "raise")
             names = names or data[name].label_names
         if not names:
             raise ValueError("pass labels (in id order) to score or predict without training")

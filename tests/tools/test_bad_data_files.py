@@ -308,12 +308,18 @@ def test_bad_data_file(setup, status, fragment, tiny_google_dir, tmp_path):
     assert not os.path.exists(tmp_path / "out" / "train_results.json")
 
 
-def test_every_bad_row_is_counted_but_only_the_first_ones_logged(tiny_google_dir, tmp_path):
+def test_a_bad_training_row_stops_the_run_unless_skipped(tiny_google_dir, tmp_path):
     rows = "".join(f"text {i},0\n" for i in range(5)) + "a,b,c\n" * 30
     train = write(tmp_path / "train.csv", "text_a,label\n" + rows)
-    result = run_tool(*classifier(tiny_google_dir, f"--train_file={train}", "--do_train",
-                                  "--train_batch_size=2", "--num_train_epochs=1",
-                                  f"--output_dir={tmp_path / 'out'}"))
+    args = classifier(tiny_google_dir, f"--train_file={train}", "--do_train",
+                      "--train_batch_size=2", "--num_train_epochs=1",
+                      f"--output_dir={tmp_path / 'out'}")
+    result = run_tool(*args)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert f"error: {train}:7: " in result.stderr and "--skip_bad_rows" in result.stderr
+    assert not os.path.exists(tmp_path / "out" / "train_results.json")
+    # With --skip_bad_rows every bad row is counted, but only the first ones are logged.
+    result = run_tool(*args, "--skip_bad_rows")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("skipping malformed row") == 10
     assert f"{train}: skipped 30 malformed row(s), kept 5 (the first 10 logged above)" in (
