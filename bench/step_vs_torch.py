@@ -13,6 +13,10 @@ ids: speed does not depend on the values), batch x width tokens, no padding:
          with torch >= 2.8) with weight decay 0.01 off biases and LayerNorm, gradient clipping
          at norm 1, a linear schedule, `zero_grad(set_to_none=True)`
 
+--precision=bfloat16 runs both sides in mixed bfloat16 (float32 weights): kbert under Keras'
+"mixed_bfloat16" policy (`--mixed_precision`), PyTorch under `torch.autocast` on the CPU, as
+the Trainer's `bf16=True` does.
+
 Each side runs in its own child process (TensorFlow's and PyTorch's thread pools would share
 the cores otherwise), warms up at the shape, then times --steps steps; the sides alternate for
 --rounds rounds and the medians are compared.
@@ -39,6 +43,8 @@ _STEPS = flags.DEFINE_integer("steps", 5, "Steps timed per round.")
 _THREADS = flags.DEFINE_integer("threads", 2, "PyTorch threads (TensorFlow uses all cores).")
 _EMBEDDING = flags.DEFINE_enum("embedding_updates", "sparse", ["dense", "sparse"],
                                "kbert's word-table update (the recipes' flag).")
+_PRECISION = flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16"],
+                               "Both sides' precision (see above).")
 _SIDE = flags.DEFINE_enum("side", None, ["kbert", "torch"],
                           "Internal: run one side in this process.")
 
@@ -71,6 +77,8 @@ def _kbert_seconds(batch, width, steps):
     from kbert.tasks import optimization
 
     keras.utils.set_random_seed(0)
+    if _PRECISION.value == "bfloat16":
+        keras.config.set_dtype_policy("mixed_bfloat16")
     model = kbert.BertClassifier(
         kbert.BertEncoder(VOCABULARY, LAYERS, HEADS, HIDDEN, INTERMEDIATE), 2)
     model.compile(
@@ -116,7 +124,10 @@ def _torch_seconds(batch, width, steps):
               "attention_mask": torch.ones_like(ids), "labels": torch.randint(0, 2, (batch,))}
 
     def step():
-        model(**inputs).loss.backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16,
+                            enabled=_PRECISION.value == "bfloat16"):
+            loss = model(**inputs).loss
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
@@ -134,7 +145,8 @@ def _child(side, batch, width):
     """Seconds per step of `side`, measured in a child process."""
     command = [sys.executable, "-m", "bench.step_vs_torch", f"--side={side}",
                f"--shapes={batch}x{width}", f"--steps={_STEPS.value}",
-               f"--threads={_THREADS.value}", f"--embedding_updates={_EMBEDDING.value}"]
+               f"--threads={_THREADS.value}", f"--embedding_updates={_EMBEDDING.value}",
+               f"--precision={_PRECISION.value}"]
     child = subprocess.run(command, cwd=runs.ROOT, capture_output=True, text=True,
                            env=runs.child_env())
     if child.returncode:
@@ -158,7 +170,8 @@ def main(argv):
         seconds = {"kbert": _kbert_seconds, "torch": _torch_seconds}[_SIDE.value]
         print(json.dumps({"seconds": seconds(*shapes[0], _STEPS.value)}))
         return
-    print(f"kbert word rows: {_EMBEDDING.value}; PyTorch threads: {_THREADS.value}")
+    print(f"precision: {_PRECISION.value}; kbert word rows: {_EMBEDDING.value}; PyTorch "
+          f"threads: {_THREADS.value}")
     print("| batch x width | kbert ms/step | PyTorch ms/step | PyTorch / kbert |")
     print("|---|---:|---:|---:|")
     for batch, width in shapes:

@@ -3,15 +3,19 @@
     locked(directory)   one writer at a time: an exclusive `flock` on `directory/.kbert.lock`
                         (it holds the writer's pid); a second run is refused at once.
     claim(directory, manifest, ...)
-                        `run_manifest.json` semantics: a directory holding nothing of ours is
-                        claimed; the same run, interrupted, resumes; another run, or a
-                        finished one, is refused unless `overwrite_output_dir`; an unfinished
-                        run that saved no progress is taken over (its command failed before
-                        it could lose anything); writing never replaces or removes an input.
+                        `run_manifest.json` semantics: a directory holding nothing of ours
+                        (`exclusive`: nothing at all) is claimed; the same run, interrupted,
+                        resumes; another run, or a finished one, is refused unless
+                        `overwrite_output_dir`; an unfinished run that saved no progress is
+                        taken over (its command failed before it could lose anything);
+                        writing never replaces or removes an input.
                         Call it after validation: a refused or failed check writes nothing.
     Claim.finish()      marks the run finished: a rerun needs `overwrite_output_dir`.
     fingerprint(path)   {"path", "sha256"} of a file, directory or checkpoint prefix, for
                         manifests and sidecars.
+    check_writable(path)
+                        refuses, naming the directory, a path that cannot be written: for a
+                        writer that would otherwise find out only after loading a model.
     check_results_data(directory, results_file, data, ...)
                         results (eval scores) are replaced only by results on the same data.
 
@@ -145,7 +149,7 @@ class Claim:
 
 
 def claim(directory, manifest, *, overwrite_output_dir=False, inputs=(), owned=None,
-          progress=()):
+          progress=(), exclusive=False):
     """Makes `directory` ready for the run that `manifest` describes.
 
     Args:
@@ -161,6 +165,8 @@ def claim(directory, manifest, *, overwrite_output_dir=False, inputs=(), owned=N
         progress: sequence of names or patterns: what an unfinished run saved that a restart
             resumes from (a backup). An unfinished run of other settings with none of it is
             taken over.
+        exclusive: bool. Without a manifest, any entry refuses the claim, not only `owned`
+            ones (`overwrite_output_dir` leaves the others in place). Defaults to False.
 
     Returns:
         `Claim`.
@@ -179,7 +185,7 @@ def claim(directory, manifest, *, overwrite_output_dir=False, inputs=(), owned=N
     if overwrite_output_dir:
         _remove(directory, old, owned)
     elif old is None:
-        found = _matching(directory, owned)
+        found = _matching(directory, None if exclusive else owned)
         if found:
             raise ValueError(f"{directory}: holds {', '.join(found[:5])} of a run without "
                              f"{MANIFEST_FILE}; {ways_out}")
@@ -237,6 +243,19 @@ def check_not_input(directory, inputs, owned=None):
                 fnmatch.fnmatch(os.path.basename(real), p) for p in owned)):
             raise ValueError(f"{path}: the {name} would be replaced by this run's output in "
                              f"{directory}; choose another output")
+
+
+def check_writable(path):
+    """Raises PermissionError (errno and `filename` set, so the tools say "cannot write
+    here") unless `path`, or the nearest directory above it that exists, is writable: for
+    a writer that would otherwise find out only after loading a model."""
+    existing = os.path.abspath(os.fspath(path))
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if os.path.isdir(existing) and not os.access(existing, os.W_OK | os.X_OK):
+        read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
+        code = errno.EROFS if read_only else errno.EACCES
+        raise PermissionError(code, os.strerror(code), existing)
 
 
 def check_results_data(directory, results_file, data, overwrite_output_dir=False):

@@ -26,6 +26,7 @@ from kbert.checkpoints import huggingface
 from kbert.checkpoints import keras_hub_preset
 from kbert.checkpoints import tf1
 from kbert.models import opening
+from kbert.tokenization import vocab as vocab_lib
 
 FORMATS = (opening.GOOGLE, opening.HUGGINGFACE, opening.KERAS_HUB)
 
@@ -90,6 +91,7 @@ def write_checkpoint(checkpoint, output_dir, format, label_names=None, multi_lab
     """Writes a `GoogleCheckpoint` in `format` (see `save_model`); `multi_label`: the
     classifier head is multi-label."""
     _check_format(format)
+    _check_label_names(checkpoint, format, label_names)
     if format == "google":
         if multi_label:
             logging.warning("%s: Google's checkpoint format does not record multi_label; "
@@ -109,15 +111,19 @@ def convert(path, output_dir, format="google", label_names=None, exact_gelu=Fals
             overwrite_output_dir=False, multi_label=None):
     """Converts the model at `path` (anything `read_checkpoint` reads) to `format`.
 
-    The output dir is guarded (`kbert.artifacts`): one writer at a time; it may not be or
-    hold the input; a directory holding other files, or a finished conversion, is refused
-    unless `overwrite_output_dir` (which removes the files of the conversion recorded there).
+    Before anything is written, the tensors are checked against the config as loading them
+    into a model checks them (`tf1.check_checkpoint`), and the vocab beside them against
+    `vocab_size`. The output dir is guarded (`kbert.artifacts`): one writer at a time; it may
+    not be or hold the input; a directory holding other files, or a finished conversion, is
+    refused unless `overwrite_output_dir` (which removes the files of the conversion recorded
+    there).
 
     Args:
         path: str. See `read_checkpoint`.
         output_dir: str. The directory to write.
         format: str. One of "google", "huggingface", "keras_hub". Defaults to "google".
-        label_names: list of str. Hugging Face `id2label` of a classifier head.
+        label_names: list of str. Hugging Face `id2label` of a classifier or tagger head,
+            one per output; only with format "huggingface".
         exact_gelu: bool. See `read_checkpoint`. Defaults to False.
         overwrite_output_dir: bool. Replace what is in `output_dir`. Defaults to False.
         multi_label: bool or None. The classifier head is multi-label. Defaults to what the
@@ -131,6 +137,11 @@ def convert(path, output_dir, format="google", label_names=None, exact_gelu=Fals
     _check_format(format)
     source = opening.open_model(path, exact_gelu=exact_gelu)
     checkpoint = source.google_checkpoint()
+    # A foreign format's reader lets a head lack what its class may lack.
+    tf1.check_checkpoint(checkpoint, () if source.kind == opening.GOOGLE
+                         else huggingface.OPTIONAL_HEADS)
+    _check_vocab(checkpoint, source.path)
+    _check_label_names(checkpoint, format, label_names)
     multi_label = source.multi_label if multi_label is None else multi_label
     manifest = {"settings": {"format": format, "label_names": label_names,
                              "exact_gelu": exact_gelu, "multi_label": multi_label},
@@ -146,3 +157,39 @@ def convert(path, output_dir, format="google", label_names=None, exact_gelu=Fals
 def _check_format(format):
     if format not in FORMATS:
         raise ValueError(f"format {format!r}: expected one of {', '.join(FORMATS)}")
+
+
+def _check_vocab(checkpoint, source):
+    """The vocab beside the model (if any): well-formed, one token per embedding row."""
+    if checkpoint.vocab_file is None:
+        return
+    vocab = vocab_lib.load_vocab(checkpoint.vocab_file)  # names a bad line
+    if len(vocab) != checkpoint.config.vocab_size:
+        raise ValueError(f"{checkpoint.vocab_file}: {len(vocab)} tokens, but {source} has "
+                         f"vocab_size={checkpoint.config.vocab_size}; a model's vocab.txt "
+                         "holds one token per row of its word-embedding table")
+
+
+# The head whose outputs label names name -> its output weights [labels, hidden].
+_LABELLED_HEADS = {"kbert>BertClassifier": "output_weights",
+                   "kbert>BertTokenClassifier": "cls/ner/output_weights"}
+
+
+def _check_label_names(checkpoint, format, label_names):
+    """Label names only for a classifier's or tagger's outputs, one each, in Hugging Face's
+    format (the only one that records them)."""
+    if label_names is None:
+        return
+    shapes = checkpoint.shapes()
+    head = tf1.find_head(shapes)
+    if head not in _LABELLED_HEADS:
+        has = f"a {head.split('>')[-1]} head" if head else "no head"
+        raise ValueError(f"label_names (--label_names) name the outputs of a classifier or "
+                         f"tagger head; {checkpoint.prefix} has {has}")
+    if format != opening.HUGGINGFACE:
+        raise ValueError(f"label_names (--label_names): the {format} format does not record "
+                         "label names; only huggingface (--to=huggingface) does")
+    outputs = shapes[_LABELLED_HEADS[head]][0]
+    if len(label_names) != outputs:
+        raise ValueError(f"label_names (--label_names): {len(label_names)} names for a head "
+                         f"with {outputs} outputs")

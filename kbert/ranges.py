@@ -4,7 +4,8 @@
 
 `check(config)`, called by the config's `__post_init__`, raises one ValueError naming the
 field and its range ("train_batch_size must be >= 1, got 0"); `of(cls)` gives every field's
-`Range`, which the tools hand to absl so that a bad flag fails when it is parsed. A subclass
+`Range`, which the tools hand to absl so that a bad flag fails when it is parsed. A float
+field declared without a range gets `FINITE`: no float option takes nan or inf. A subclass
 that re-declares a field only to change its default keeps the base class's range. A field
 whose range depends on another field (NER's window_stride) is checked by hand in its
 `__post_init__`.
@@ -12,6 +13,7 @@ whose range depends on another field (NER's window_stride) is checked by hand in
 
 import dataclasses
 import math
+import typing
 
 KEY = "range"  # the field-metadata key
 
@@ -38,6 +40,8 @@ class Range:
         return self.high is None or (value < self.high if self.high_open else value <= self.high)
 
     def __str__(self):
+        if self.low is None and self.high is None:
+            return "a finite number"
         if self.high is None:
             return f"{'>' if self.low_open else '>='} {self.low}"
         if self.low is None:
@@ -63,6 +67,11 @@ def between(low, high, *, low_open=False):
 
 # The seeds `keras.utils.set_random_seed` takes (numpy's).
 SEED = between(0, 2**32 - 1)
+# The longest sequence a pretraining setting takes: BERT has 512 positions, long-context
+# encoders up to 8192; more only exhausts memory (a [pieces, length] array per chunk).
+MAX_SEQ_LENGTH = 8192
+# Any number but nan and inf: the range of a float field declared without one.
+FINITE = Range()
 
 
 def field(default, valid):
@@ -71,13 +80,21 @@ def field(default, valid):
 
 
 def of(cls):
-    """{field name: `Range`} of a dataclass, base classes' ranges included."""
+    """{field name: `Range`} of a dataclass, base classes' ranges included; `FINITE` for a
+    float field declared without one."""
     found = {}
-    for klass in reversed(cls.__mro__):
-        for f in getattr(klass, "__dataclass_fields__", {}).values():
+    for klass in filter(dataclasses.is_dataclass, reversed(cls.__mro__)):
+        for f in dataclasses.fields(klass):
             if KEY in f.metadata:
                 found[f.name] = f.metadata[KEY]
+            elif _is_float(f.type) and f.name not in found:
+                found[f.name] = FINITE
     return found
+
+
+def _is_float(annotation):
+    """Whether a field annotation is float, or float | None."""
+    return annotation is float or float in typing.get_args(annotation)
 
 
 def check(config):

@@ -165,9 +165,7 @@ def expand_from_corpus(source, corpus_files, output_dir, max_new_tokens=None,
     files = [corpus_files] if isinstance(corpus_files, str) else list(corpus_files)
     if max_new_tokens is not None and max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
-    checkpoint = tf1.GoogleCheckpoint.open(source, config)
-    if checkpoint.vocab_file is None:
-        raise FileNotFoundError(f"{os.path.dirname(checkpoint.prefix)}/vocab.txt: not found")
+    checkpoint = _open_checked(source, config, mode, init)
     tokenizer = FullTokenizer(checkpoint.vocab_file, do_lower_case=do_lower_case)
     counts = coverage_lib.count_words(
         (text for path in files for text in read_corpus(path, corpus_column)), tokenizer)
@@ -221,9 +219,10 @@ def expand(source, new_tokens, output_dir, mode=REPLACE_UNUSED, init=INIT_MEAN,
            overwrite_output_dir=False):
     """Writes a new Google release directory with `new_tokens` in the vocab.
 
-    The output dir is guarded (`kbert.artifacts`): one writer at a time; it may not be or
-    hold the input release; a directory holding other files, or a finished expansion, is
-    refused unless `overwrite_output_dir`.
+    The checkpoint is checked against its config first, as loading it into a model checks
+    it (`tf1.check_checkpoint`). The output dir is guarded (`kbert.artifacts`): one writer at
+    a time; it may not be or hold the input release; a directory holding other files, or a
+    finished expansion, is refused unless `overwrite_output_dir`.
 
     Args:
         source: str. Release directory or checkpoint prefix with `vocab.txt` beside it.
@@ -232,6 +231,7 @@ def expand(source, new_tokens, output_dir, mode=REPLACE_UNUSED, init=INIT_MEAN,
             if any token needs it, `added_tokens.txt`.
         mode, fallback_to_append: see `plan_expansion`.
         init: see `expanded_rows`. Defaults to the mean of the token's old pieces.
+            `INIT_KEEP` needs `REPLACE_UNUSED` (an appended row has no old value).
         do_lower_case: bool. How the vocab tokenizes (for the mean-of-pieces start).
         config: `BertConfig` or path; defaults to the `bert_config.json` beside the checkpoint.
         seed: int. For `INIT_NORMAL`.
@@ -240,9 +240,7 @@ def expand(source, new_tokens, output_dir, mode=REPLACE_UNUSED, init=INIT_MEAN,
     Returns:
         The `Expansion`.
     """
-    checkpoint = tf1.GoogleCheckpoint.open(source, config)
-    if checkpoint.vocab_file is None:
-        raise FileNotFoundError(f"{os.path.dirname(checkpoint.prefix)}/vocab.txt: not found")
+    checkpoint = _open_checked(source, config, mode, init)
     tokenizer = FullTokenizer(checkpoint.vocab_file, do_lower_case=do_lower_case)
     vocab = [tokenizer.inv_vocab[i] for i in range(len(tokenizer.vocab))]
     tensors = {name: checkpoint.tensor(name) for name in checkpoint.shapes()}
@@ -293,6 +291,7 @@ def expand_model(model, vocab_file, new_tokens, mode=REPLACE_UNUSED, init=INIT_M
     Returns:
         (model, `Expansion`).
     """
+    _check_init(mode, init)
     encoder = model.encoder if isinstance(model, BertPretrainer) else model
     tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
     vocab = [tokenizer.inv_vocab[i] for i in range(len(tokenizer.vocab))]
@@ -322,6 +321,41 @@ def write_vocab(directory, expansion):
     if expansion.never_split:
         with io.atomic_write(os.path.join(directory, ADDED_TOKENS_FILE)) as f:
             f.writelines(token + "\n" for token in expansion.never_split)
+
+
+def read_new_tokens(path):
+    """The tokens of a UTF-8 file, one a line (blank lines skipped); a line that is not UTF-8
+    is a ValueError naming `path:line`."""
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    tokens = []
+    for number, line in enumerate(lines, 1):
+        try:
+            token = line.decode("utf-8-sig" if number == 1 else "utf-8").strip()
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}:{number}: not UTF-8 ({e.reason} at byte {e.start} of "
+                             "the line)") from None
+        if token:
+            tokens.append(token)
+    return tokens
+
+
+def _open_checked(source, config, mode, init):
+    """The checkpoint to expand, checked: its tensors against its config (as loading checks
+    them), a vocab beside it, `init` possible with `mode`."""
+    _check_init(mode, init)
+    checkpoint = tf1.GoogleCheckpoint.open(source, config)
+    if checkpoint.vocab_file is None:
+        raise FileNotFoundError(f"{os.path.dirname(checkpoint.prefix)}/vocab.txt: not found")
+    tf1.check_checkpoint(checkpoint)
+    return checkpoint
+
+
+def _check_init(mode, init):
+    if init == INIT_KEEP and mode == APPEND:
+        raise ValueError(f"init={INIT_KEEP!r} keeps the old row of a filled [unusedN] slot, "
+                         f"and mode={APPEND!r} fills none; use init={INIT_MEAN!r} or "
+                         f"{INIT_NORMAL!r}")
 
 
 def _check_sizes(vocab_rows, config_rows, table_rows, vocab_file, model_name):

@@ -1,6 +1,8 @@
 """kbert.ranges: one declaration per range, read by the configs' checks and by the tools."""
 
+import dataclasses
 import math
+import typing
 
 import pytest
 
@@ -10,6 +12,7 @@ from kbert.data.pretraining.instances import PretrainingDataConfig
 from kbert.tasks import configs
 from kbert.tasks import pretraining
 from kbert.tasks import squad
+from tests.test_options import TOOLS
 
 
 def test_ranges_read_and_print():
@@ -43,6 +46,19 @@ def test_a_subclass_that_changes_a_default_keeps_the_range():
 def test_configs_check_their_ranges(config, message):
     with pytest.raises(ValueError, match=f"^{message}$"):
         config()
+
+
+def test_no_float_option_takes_nan_or_inf():
+    for cls in {*TOOLS.values(), PretrainingDataConfig}:
+        floats = [f.name for f in dataclasses.fields(cls)
+                  if f.type is float or float in typing.get_args(f.type)]
+        for name in floats:
+            for value in (math.nan, math.inf, -math.inf):
+                assert value not in ranges.of(cls)[name], (cls.__name__, name, value)
+    assert str(ranges.FINITE) == "a finite number" and -1e9 in ranges.FINITE
+    with pytest.raises(ValueError, match="^null_score_diff_threshold must be a finite number, "
+                       "got nan$"):
+        squad.SquadConfig(output_dir="o", do_predict=True, null_score_diff_threshold=math.nan)
 
 
 def test_zero_shards_is_an_error_not_one_shard():

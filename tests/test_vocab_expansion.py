@@ -13,8 +13,10 @@ from bert import tokenization as google_tokenization
 
 import kbert
 from kbert import vocab_expansion
+from kbert.checkpoints import tf1
 from tests.conftest import TINY_CONFIG
 from tests.oracle import google_bert
+from tests.tools.runner import run_tool
 from tests.tools.runner import run_tool_in_subprocess
 
 NEW = ["covid-19", "SARS-CoV-2", "immunotherapy", "nanobody", "the"]  # "the" is present
@@ -171,3 +173,42 @@ def test_tool(real_vocab_release, tmp_path):
     assert result.returncode == 0, result.stderr
     config = kbert.BertConfig.from_json_file(str(tmp_path / "out" / "bert_config.json"))
     assert config.vocab_size == 30524
+
+
+def test_release_missing_a_variable_is_refused_before_expanding(tiny_google_dir, tmp_path):
+    release = str(tmp_path / "release")
+    shutil.copytree(tiny_google_dir, release)
+    prefix = os.path.join(release, "bert_model.ckpt")
+    kept = {name: value for name, value in tensors(release).items()
+            if name != "bert/pooler/dense/bias"}
+    for name in os.listdir(release):
+        if name.startswith("bert_model.ckpt"):
+            os.remove(os.path.join(release, name))
+    tf1.write_tf1_checkpoint(prefix, kept)
+    with pytest.raises(ValueError, match=r"checkpoint does not match the config .*\n  missing "
+                                         r"from the checkpoint \(1\):\n    bert/pooler/dense/bias"):
+        vocab_expansion.expand(release, ["nanobody"], str(tmp_path / "out"), mode="append")
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_append_with_init_keep_is_refused(real_vocab_release, tmp_path):
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("nanobody\n")
+    result = run_tool("expand_vocab.py", f"--input_dir={real_vocab_release}",
+                      f"--new_tokens_file={tokens}", f"--output_dir={tmp_path / 'out'}",
+                      "--mode=append", "--init=keep")
+    assert result.returncode == 2
+    assert "error: init=keep keeps the old row of a filled [unusedN] slot" in result.stderr
+    with pytest.raises(ValueError, match="mode='append' fills none"):
+        vocab_expansion.expand(real_vocab_release, ["nanobody"], str(tmp_path / "lib"),
+                               mode="append", init="keep")
+    assert not os.path.exists(tmp_path / "out") and not os.path.exists(tmp_path / "lib")
+
+
+def test_new_tokens_file_that_is_not_utf8_names_the_line(tiny_google_dir, tmp_path):
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_bytes("zebra\ncaf\xe9\n".encode("latin-1"))
+    result = run_tool("expand_vocab.py", f"--input_dir={tiny_google_dir}",
+                      f"--new_tokens_file={tokens}", f"--output_dir={tmp_path / 'out'}")
+    assert result.returncode == 2
+    assert f"error: {tokens}:2: not UTF-8 (" in result.stderr

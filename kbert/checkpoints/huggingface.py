@@ -42,7 +42,7 @@ _TASK_HEADS = {architecture: tf1_names.HEADS.get(name, ())
 for _name in ("BertForMaskedLM", "BertLMHeadModel", "BertForNextSentencePrediction"):
     _TASK_HEADS[_name] = tf1_names.PRETRAINING_HEADS
 # Head tensors that may be absent: the pretraining heads (in a subset class), a CRF.
-_OPTIONAL_HEADS = [google for google, _, _ in tf1_names.PRETRAINING_HEADS + tf1_names.TAGGING_HEAD
+OPTIONAL_HEADS = [google for google, _, _ in tf1_names.PRETRAINING_HEADS + tf1_names.TAGGING_HEAD
                    if not google.startswith("cls/ner/output_")]
 # Heads that never read the pooled output: transformers builds them without a pooler.
 _NO_POOLER = ("BertForQuestionAnswering", "BertForTokenClassification")
@@ -134,8 +134,7 @@ def read_huggingface(hf_dir, exact_gelu=False):
     for path in (config_path, weights_path):
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: not found (expected a Hugging Face BERT directory)")
-    with open(config_path, encoding="utf-8") as f:
-        hf_config = json.load(f)
+    hf_config = read_config(hf_dir)
     config = huggingface_config_to_google(hf_config, exact_gelu, source=config_path)
     architecture = (hf_config.get("architectures") or ["BertForPreTraining"])[0]
     if architecture not in _TASK_HEADS:
@@ -150,7 +149,7 @@ def read_huggingface(hf_dir, exact_gelu=False):
         logging.info("%s: no pooler (%s has none); a zero pooler is written", weights_path,
                      architecture)
     tensors = {}
-    optional = {_huggingface_name(google)[0] for google in _OPTIONAL_HEADS}
+    optional = {_huggingface_name(google)[0] for google in OPTIONAL_HEADS}
     for hf_name, google, transpose in _table(config.num_hidden_layers, architecture):
         if hf_name in weights:
             value = weights.pop(hf_name).astype(np.float32)
@@ -254,5 +253,21 @@ def convert_google_to_huggingface(google_path, output_dir, label_names=None,
 
 def is_multi_label(hf_dir):
     """Whether the `config.json` in `hf_dir` has `problem_type` "multi_label_classification"."""
-    with open(os.path.join(hf_dir, HF_CONFIG), encoding="utf-8") as f:
-        return json.load(f).get("problem_type") == MULTI_LABEL_PROBLEM
+    return read_config(hf_dir).get("problem_type") == MULTI_LABEL_PROBLEM
+
+
+def read_config(hf_dir):
+    """The `config.json` of a Hugging Face directory as a dict; bad JSON names the file, line
+    and column."""
+    path = os.path.join(hf_dir, HF_CONFIG)
+    with open(path, encoding="utf-8") as f:
+        try:
+            config = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg} at column "
+                             f"{e.colno})") from None
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: expected a JSON object, found {type(config).__name__}")
+    return config

@@ -134,37 +134,15 @@ def load_google_weights(model, checkpoint, new_head=False):
     heads = head_rows(model)
     keep_head = new_head and not any(google in available for google, keras_path, _ in heads
                                      if keras_path in variables)
-    missing, mismatched, plan, used = [], [], [], set()
+    expected, plan = [], []
     for google, keras_path, transform in _expand(model):
         variable = variables.pop(keras_path, None)
         if variable is None or (keep_head and (google, keras_path, transform) in heads):
             continue  # a head row this model lacks (a tagger without CRF), or a new head
-        used.add(google)
-        expected = _google_shape(transform, tuple(variable.shape))
-        if google not in available:
-            missing.append(f"{google} (for {keras_path}, shape {list(expected)})")
-        elif available[google] != expected:
-            mismatched.append(f"{google}: checkpoint {list(available[google])}, "
-                              f"model expects {list(expected)} for {keras_path}")
-        else:
-            plan.append((google, variable, transform))
-    unexpected = []
-    for name in sorted(set(available) - used):
-        if name.startswith("bert/") and not is_training_state(name):
-            unexpected.append(f"{name} {list(available[name])}")
-        else:
-            logging.debug("%s: skipping %s (not a weight of this model)", checkpoint.prefix, name)
+        expected.append((google, keras_path, _google_shape(transform, tuple(variable.shape))))
+        plan.append((google, variable, transform))
     uncovered = [f"{path} (model variable not in the name table)" for path in sorted(variables)]
-    problems = [("missing from the checkpoint", missing), ("shape mismatch", mismatched),
-                ("unexpected in the checkpoint", unexpected), ("not loadable", uncovered)]
-    if any(items for _, items in problems):
-        lines = [f"{checkpoint.prefix}: checkpoint does not match the model "
-                 f"(config: {_config_summary(checkpoint.config)})"]
-        for title, items in problems:
-            if items:
-                lines.append(f"  {title} ({len(items)}):")
-                lines.extend(f"    {item}" for item in items)
-        raise ValueError("\n".join(lines))
+    _check_tensors(checkpoint, expected, "model", [("not loadable", uncovered)])
     for google, variable, transform in plan:
         value = to_keras(transform, checkpoint.tensor(google), tuple(variable.shape))
         variable.assign(value.astype(variable.dtype))
@@ -172,6 +150,103 @@ def load_google_weights(model, checkpoint, new_head=False):
         logging.info("%s: no %s head in the checkpoint; the head starts from its initialiser",
                      checkpoint.prefix, model.name)
     logging.info("Loaded %d variables from %s", len(plan), checkpoint.prefix)
+
+
+def check_checkpoint(checkpoint, optional=()):
+    """Raises unless `checkpoint` holds every weight its config gives the model of its head.
+
+    What `load_google_weights` checks, without building the model: every encoder variable
+    and every row of the head that `find_head` sees is present with the shape the config
+    (and the head's label count) gives it, and no other `bert/` tensor is there. For
+    converters and the vocab expansion, which copy tensors without a model.
+
+    Args:
+        checkpoint: `GoogleCheckpoint`.
+        optional: Google names that may be absent (the heads a Hugging Face class may lack).
+
+    Raises:
+        ValueError: as `load_google_weights`, listing the missing, unexpected and
+            mis-shaped tensors.
+    """
+    available = checkpoint.shapes()
+    head = find_head(available)
+    rows = encoder_rows(checkpoint.config.num_hidden_layers) + list(
+        tf1_names.HEADS.get(head, ()))
+    if head == "kbert>BertTokenClassifier" and "cls/ner/crf/transitions" not in available:
+        rows = [row for row in rows if not row[0].startswith("cls/ner/crf/")]
+    labels = _label_count(available, rows)
+    expected = [(google, keras_path, _config_shape(google, checkpoint.config, labels))
+                for google, keras_path, _ in rows
+                if google in available or google not in optional]
+    _check_tensors(checkpoint, expected, "config")
+
+
+def _label_count(available, rows):
+    """The outputs of a classifier or tagger head: the rows of its output weights."""
+    for google, _, _ in rows:
+        if google in ("output_weights", "cls/ner/output_weights") and available[google]:
+            return available[google][0]
+    return None
+
+
+def _config_shape(google, config, labels):
+    """The Google shape of the weight `google` in a model of `config` with `labels` outputs."""
+    hidden, intermediate = config.hidden_size, config.intermediate_size
+    fixed = {
+        "bert/embeddings/word_embeddings": (config.vocab_size, hidden),
+        "bert/embeddings/token_type_embeddings": (config.type_vocab_size, hidden),
+        "bert/embeddings/position_embeddings": (config.max_position_embeddings, hidden),
+        "cls/predictions/output_bias": (config.vocab_size,),
+        "cls/seq_relationship/output_weights": (2, hidden),
+        "cls/seq_relationship/output_bias": (2,),
+        "cls/squad/output_weights": (2, hidden),
+        "cls/squad/output_bias": (2,),
+        "output_weights": (labels, hidden),
+        "output_bias": (labels,),
+        "cls/ner/output_weights": (labels, hidden),
+        "cls/ner/output_bias": (labels,),
+        "cls/ner/crf/transitions": (labels, labels),
+        "cls/ner/crf/start_transitions": (labels,),
+        "cls/ner/crf/end_transitions": (labels,),
+    }
+    if google in fixed:
+        return fixed[google]
+    scope, leaf = google.rsplit("/", 1)
+    width = intermediate if scope.endswith("/intermediate/dense") else hidden
+    if leaf == "kernel":  # [in, out]; a layer's output dense reads the intermediate width
+        layer_output = scope.endswith("/output/dense") and "/attention/" not in scope
+        return (intermediate if layer_output else hidden, width)
+    return (width,)  # bias, gamma, beta
+
+
+def _check_tensors(checkpoint, expected, against, more=()):
+    """Raises one ValueError listing the rows of `expected` (Google name, Keras path, Google
+    shape) that `checkpoint` lacks or holds in another shape, its other `bert/` weights,
+    and the (title, items) of `more`; `against` says what expects them ("model")."""
+    available = checkpoint.shapes()
+    missing, mismatched = [], []
+    for google, keras_path, shape in expected:
+        if google not in available:
+            missing.append(f"{google} (for {keras_path}, shape {list(shape)})")
+        elif available[google] != shape:
+            mismatched.append(f"{google}: checkpoint {list(available[google])}, "
+                              f"{against} expects {list(shape)} for {keras_path}")
+    unexpected = []
+    for name in sorted(set(available) - {google for google, _, _ in expected}):
+        if name.startswith("bert/") and not is_training_state(name):
+            unexpected.append(f"{name} {list(available[name])}")
+        else:
+            logging.debug("%s: skipping %s (not a weight of this model)", checkpoint.prefix, name)
+    problems = [("missing from the checkpoint", missing), ("shape mismatch", mismatched),
+                ("unexpected in the checkpoint", unexpected), *more]
+    if any(items for _, items in problems):
+        lines = [f"{checkpoint.prefix}: checkpoint does not match the {against} "
+                 f"(config: {_config_summary(checkpoint.config)})"]
+        for title, items in problems:
+            if items:
+                lines.append(f"  {title} ({len(items)}):")
+                lines.extend(f"    {item}" for item in items)
+        raise ValueError("\n".join(lines))
 
 
 def google_tensors(model) -> dict:

@@ -46,7 +46,13 @@ class ConfigFlags:
         return {name for name, holder in self.holders.items() if holder.present}
 
     def config(self, **overrides):
-        """The config of the parsed flags; a ValueError of the config is a usage error."""
+        """The config of the parsed flags; a ValueError of the config is a usage error, and
+        so is an option given under two of its names."""
+        for alias, name in getattr(self.config_class, "ALIASES", {}).items():
+            # absl counts a value given through the alias on both flags.
+            if flags.FLAGS[name].present > flags.FLAGS[alias].present > 0:
+                raise app.UsageError(f"--{alias} is another name of --{name}; pass one of "
+                                     "them, not both")
         try:
             return self.config_class(**{**self.values(), **overrides})
         except ValueError as e:

@@ -51,8 +51,7 @@ def main(argv):
         print(f"coverage before: {result.before}")
         print(f"coverage after:  {result.after}")
     else:
-        with open(config.new_tokens_file, encoding="utf-8") as f:
-            tokens = [line.strip() for line in f if line.strip()]
+        tokens = vocab_expansion.read_new_tokens(config.new_tokens_file)
         expansion = vocab_expansion.expand(config.input_dir, tokens, config.output_dir,
                                            **settings)
     logging.info("Added %d tokens, skipped %d already present, %d need never_split: %s",

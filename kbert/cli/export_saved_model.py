@@ -11,6 +11,8 @@ tensorflow-text only, e.g. in TensorFlow Serving.
   kbert-export-saved-model --model=/tmp/mrpc --export_dir=/models/mrpc/1
 """
 
+import os
+
 from absl import app
 from absl import logging
 
@@ -31,6 +33,8 @@ def main(argv):
     from kbert.export import export_saved_model
     from kbert.export import load_for_export
 
+    # Before the model loads: the SavedModel is written beside --export_dir, then renamed.
+    artifacts.check_writable(os.path.dirname(os.path.abspath(config.export_dir)))
     try:
         model, vocab_file, recorded = load_for_export(config.model, config.vocab_file)
         settings = {name: getattr(config, name) for name in config.SETTINGS}

@@ -34,10 +34,12 @@ def main(argv):
     from kbert import artifacts
     from kbert.data import text_files
     from kbert.models.opening import open_model
+    from kbert.tokenization import vocab as vocab_lib
 
     source = open_model(config.init_checkpoint, config.vocab_file, config.bert_config_file)
     if source.vocab_file is None:
         raise app.UsageError(f"no vocab.txt beside {source.path}; pass --vocab_file")
+    vocab_lib.check_vocab_size(source.vocab(), source.bert_config.vocab_size, source.path)
     positions = source.bert_config.max_position_embeddings
     depth = source.bert_config.num_hidden_layers
     if config.max_seq_length > positions:

@@ -114,6 +114,9 @@ class FeatureExtractionConfig(_ToolConfig):
                 (".npy", ".jsonl")):
             raise ValueError("output_file must end in .jsonl (per-token features, no pooling) "
                              "or .npy (with pooling)")
+        if not self.layers and not self.sentence_vectors:
+            raise ValueError("layers is empty: expected the comma-separated layer indices of "
+                             "the .jsonl features, e.g. -1,-2")
 
     @property
     def sentence_vectors(self):
@@ -154,6 +157,9 @@ class VocabExpansionConfig(_ToolConfig):
         if not self.new_tokens_from_corpus and (self.max_new_tokens is not None
                                                 or self.corpus_column is not None):
             raise ValueError("max_new_tokens and corpus_column need new_tokens_from_corpus")
+        if self.mode == "append" and self.init == "keep":
+            raise ValueError("init=keep keeps the old row of a filled [unusedN] slot, and "
+                             "mode=append fills none; use init=mean or init=normal")
 
 
 @options.documented
@@ -219,3 +225,9 @@ class DemoConfig(_ToolConfig):
     sentences: tuple[str, ...] = option(
         ("A man is playing a guitar.", "Someone plays an instrument.",
          "The stock market fell sharply today."), "Comma-separated sentences to encode.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.sentences or not all(s.strip() for s in self.sentences):
+            raise ValueError(f"sentences {','.join(self.sentences)!r}: expected comma-separated "
+                             "sentences, none of them empty")

@@ -158,6 +158,59 @@ def _read_wikiextractor(blocks, hi):
         yield document
 
 
+def check_documents(files, input_format=TEXT):
+    """Checks raw text before any work, as `read_documents` reads it: some document has text,
+    and (wikiextractor) every `<doc ...>` is closed by `</doc>` before the next one or the end
+    of its file (the reader would take or drop whatever follows one that is not).
+
+    Reads the files line by line; "text" stops at its first line with text.
+
+    Raises:
+        ValueError: naming the input, or the file and line of the unclosed `<doc>`.
+    """
+    if input_format not in INPUT_FORMATS:
+        raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
+    has_text = False
+    for path in files:
+        if input_format == WIKIEXTRACTOR:
+            has_text = _check_docs(path) or has_text
+        elif not has_text:
+            with open(path, "rb") as f:
+                has_text = any(line.strip() for line in f)
+    if not has_text:
+        expected = ("one sentence per line, blank lines between documents"
+                    if input_format == TEXT else
+                    "<doc ...>, a title line, paragraphs, </doc> (WikiExtractor's output)")
+        raise ValueError(f"{', '.join(files[:3])}{' ...' if len(files) > 3 else ''}: no "
+                         f"document has any text (input_format={input_format!r}) — expected "
+                         f"{expected}")
+
+
+def _check_docs(path):
+    """Whether a WikiExtractor file has a document with text; raises at an unclosed `<doc>`."""
+    opened, expect_title, has_text = None, False, False
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            line = raw.strip()
+            if line.startswith(b"<doc ") or line == b"<doc>":
+                if opened is not None:
+                    raise ValueError(f"{path}:{opened}: <doc> not closed: the next <doc> is on "
+                                     f"line {number} — expected </doc> before it")
+                opened, expect_title = number, True
+            elif opened is None:
+                continue
+            elif expect_title:  # as `_read_wikiextractor`: the line after <doc> is the title
+                expect_title = False
+            elif line == b"</doc>":
+                opened = None
+            elif line:
+                has_text = True
+    if opened is not None:
+        raise ValueError(f"{path}:{opened}: <doc> not closed: no </doc> before the end of the "
+                         "file")
+    return has_text
+
+
 _BLOCK_SIZE = 1 << 20
 
 

@@ -17,6 +17,7 @@ limit of 131,072 characters is lifted).
 import csv
 import dataclasses
 import json
+import math
 import os
 import typing
 
@@ -223,7 +224,7 @@ def read_glue(data_dir, task, split, errors="raise"):
     layout = spec.unlabelled if is_test else spec.labelled
     parse_label = _label_parser(spec.labels)
     rows, problems = [], []
-    for line, fields, width in _tsv_rows(path, layout):
+    for line, fields, width in _tsv_rows(path, layout, f"{spec.name}'s {split} file"):
         try:
             if len(fields) != width:
                 raise ValueError(f"expected {width} tab-separated fields, found {len(fields)}")
@@ -265,7 +266,7 @@ def read_classification_file(path, text_a, text_b=None, label=None, index=None,
         path, [c for c in (text_a, text_b, label, index) if c is not None], errors,
         file_format)
     if label is not None and not regression and label_names is None:
-        label_names = sorted({str(r[label]) for _, r in raw})
+        label_names = sorted({str(r[label]) for _, r in raw} - {""})  # "": a malformed row
     names = REGRESSION if regression else tuple(str(n) for n in label_names or ())
     parse_label = _label_parser(names)
     rows = []
@@ -350,17 +351,34 @@ def summarize(path, problems, kept, errors):
 # ---------------------------------------------------------------------------------------------
 
 
-def _tsv_rows(path, layout):
-    """Yields (line number, fields, expected width) for each data row of a GLUE TSV."""
+def _tsv_rows(path, layout, what):
+    """Yields (line number, fields, expected width) for each data row of a GLUE TSV; `what`
+    names the file in the error for a header with too few columns for `layout`."""
     with _open(path) as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         width = layout.width
         if layout.header:
-            width = len(next(reader, []))  # the header names the columns
+            header = next(reader, [])  # the header names the columns
+            width, columns = len(header), _columns(layout)
+            needed = (max([c + 1 for c, _ in columns if c >= 0], default=0)
+                      + max([-c for c, _ in columns if c < 0], default=0))
+            if header and width < needed:
+                where = ", ".join(f"{name} in column {c + 1}" if c >= 0 else
+                                  f"{name} in column {-c} from the end" for c, name in columns)
+                raise ValueError(f"{path}:1: the header has {width} column(s) {header}; "
+                                 f"{what} has at least {needed}: {where}")
         for fields in reader:
             if fields == [] or fields == [""]:
                 continue  # a blank line, e.g. at the end of the file
             yield reader.line_num, fields, width
+
+
+def _columns(layout):
+    """[(column, name)] of the fields `layout` reads, in column order (negative: from the
+    end, last)."""
+    named = [(getattr(layout, name), name) for name in ("index", "text_a", "text_b", "label")]
+    return sorted(((c, name) for c, name in named if c is not None),
+                  key=lambda item: (item[0] < 0, item[0]))
 
 
 def _table_records(path, wanted, file_format):
@@ -371,6 +389,10 @@ def _table_records(path, wanted, file_format):
         header = next(reader, None)
         if header is None:
             raise ValueError(f"{path}: empty file — expected a header line, then data rows")
+        repeated = sorted({c for c in wanted if header.count(c) > 1})
+        if repeated:
+            raise ValueError(f"{path}:1: column(s) {', '.join(map(repr, repeated))} named more "
+                             f"than once in the header {header} — rename the other one(s)")
         absent = [c for c in wanted if c not in header]
         if absent:
             raise ValueError(f"{path}:1: header has no column(s) {', '.join(map(repr, absent))}"
@@ -406,13 +428,18 @@ def _label_parser(labels):
     if labels is REGRESSION:
         def parse(text):
             try:
-                return float(text)
+                value = float(text)
             except ValueError:
                 raise ValueError(f"label {text!r} is not a number") from None
+            if not math.isfinite(value):
+                raise ValueError(f"label {text!r}: a regression label must be a finite number")
+            return value
         return parse
     ids = {name: i for i, name in enumerate(labels)}
 
     def parse(text):
+        if not text:
+            raise ValueError("empty label")
         if text not in ids:
             raise ValueError(f"unknown label {text!r}; expected one of {list(labels)}")
         return ids[text]

@@ -60,6 +60,9 @@ def read_multi_label_file(path, text_a, text_b=None, *, label_column=None,
             raise ValueError(f"label_columns must be a non-empty sequence of column names, "
                              f"got {label_columns!r}")
         label_columns = tuple(label_columns)
+        repeated = sorted({c for c in label_columns if label_columns.count(c) > 1})
+        if repeated:
+            raise ValueError(f"label_columns repeat {repeated}")
     if label_column is not None and not label_separator:
         raise ValueError("label_separator must be a non-empty str")
     labelled = label_column is not None or label_columns is not None

@@ -110,8 +110,9 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False, 
         list of `SquadExample`, in file order.
 
     Raises:
-        ValueError: naming the file and the JSON path, for a file that is not SQuAD JSON, and
-            for training data where no question has a usable answer.
+        ValueError: naming the file and the JSON path, for a file that is not SQuAD JSON or
+            repeats a question id, and for training data where no question has a usable
+            answer.
     """
     examples, skipped = parse_squad(input_file, is_training, version_2_with_negative, source)
     source = os.fspath(input_file) if isinstance(input_file, (str, os.PathLike)) else (
@@ -143,7 +144,7 @@ def parse_squad(data, is_training, version_2_with_negative=False, source=None):
     articles = _articles(data, source)
     examples, skipped = [], []
     # Predictions and scores are keyed by question id: a repeated id would be answered once
-    # and scored as if every copy were there. (Training reads each copy as an example.)
+    # and scored as if every copy were there; in training data it is a copied question.
     first_seen = {}
     for i, article in enumerate(articles):
         where = f"data[{i}]"
@@ -154,7 +155,7 @@ def parse_squad(data, is_training, version_2_with_negative=False, source=None):
             for k, qa in enumerate(_field(paragraph, "qas", list, source, where)):
                 where = f"data[{i}].paragraphs[{j}].qas[{k}]"
                 _field(qa, "id", (str, int), source, where)
-                if not is_training and first_seen.setdefault(qa["id"], where) != where:
+                if first_seen.setdefault(qa["id"], where) != where:
                     raise ValueError(f"{source}: {where}.id {qa['id']!r} is also the id of "
                                      f"{first_seen[qa['id']]} — question ids must be unique")
                 _field(qa, "question", str, source, where)

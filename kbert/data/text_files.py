@@ -16,6 +16,8 @@ _SAMPLE_BYTES = 1 << 12  # enough to tell text from TFRecords, cheap over many f
 def open_text(path):
     """`path` opened as UTF-8 text (a leading byte-order mark dropped; `newline=""`, as the
     csv module wants); a byte that is not UTF-8 raises ValueError naming `path:line`."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path}: is a directory — expected a text file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: not found")
     with open(path, encoding="utf-8-sig", newline="") as f:

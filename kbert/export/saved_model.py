@@ -240,6 +240,7 @@ def _write_lines(directory, name, lines):
 def _check_target(export_dir, overwrite):
     if os.path.exists(export_dir) and not os.path.isdir(export_dir):
         raise NotADirectoryError(f"{export_dir}: exists and is not a directory")
+    artifacts.check_writable(os.path.dirname(export_dir))  # the temporary sibling goes there
     if os.path.isdir(export_dir) and os.listdir(export_dir) and not overwrite:
         raise FileExistsError(f"{export_dir}: directory is not empty; pass overwrite=True "
                               f"(--overwrite) to replace it")

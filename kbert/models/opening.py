@@ -163,10 +163,9 @@ def open_model(path, vocab_file=None, bert_config_file=None, exact_gelu=False):
     if kind == KERAS:
         return _open_keras(path, vocab_file)
     if kind == HUGGINGFACE:
-        config_path = os.path.join(path, huggingface.HF_CONFIG)
-        with open(config_path, encoding="utf-8") as f:
-            config = huggingface.huggingface_config_to_google(json.load(f), exact_gelu,
-                                                              source=config_path)
+        config = huggingface.huggingface_config_to_google(
+            huggingface.read_config(path), exact_gelu,
+            source=os.path.join(path, huggingface.HF_CONFIG))
         return _opened(path, kind, vocab_file, os.path.join(path, artifacts.VOCAB_FILE),
                        config, os.path.join(path, huggingface.HF_WEIGHTS), path,
                        huggingface.is_multi_label(path),

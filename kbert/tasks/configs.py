@@ -222,8 +222,14 @@ class GlueConfig(FineTuningConfig, _DevAndTestFiles):
             if not own:
                 raise ValueError("pass task_name and data_dir (a GLUE task), or train_file / "
                                  "dev_file / test_file (own data)")
+            _check_steps_have_files(self)
             if self.labels is not None and self.regression:
                 raise ValueError("labels and regression exclude each other")
+            if self.labels is not None:
+                _check_names("labels", self.labels)
+                if len(self.labels) < 2 and not self.multi_label:
+                    raise ValueError(f"labels: a classifier needs at least 2 classes, got "
+                                     f"{list(self.labels)}")
             if self.pack_examples and self.regression:
                 raise ValueError("pack_examples is for classification, not regression")
             return
@@ -256,6 +262,30 @@ class GlueConfig(FineTuningConfig, _DevAndTestFiles):
                              "label_columns (one 0/1 column per label), not both")
         if not self.label_separator:
             raise ValueError("label_separator must not be empty")
+        if self.label_columns is not None:
+            _check_names("label_columns", self.label_columns)
+
+
+def _check_names(option, names):
+    """Refuses a list option `option` of no names, or with an empty or repeated one."""
+    if not names:
+        raise ValueError(f"{option}: no names — expected comma-separated names")
+    names = [str(name) for name in names]
+    if any(not name.strip() for name in names):
+        raise ValueError(f"{option}: an empty name in {names} — expected comma-separated "
+                         "names")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"{option}: {', '.join(map(repr, repeated))} given more than once in "
+                         f"{names} — each name must be distinct")
+
+
+def _check_steps_have_files(config):
+    """Refuses a step (do_train, do_eval, do_predict) without its file."""
+    for step, name in (("do_train", "train_file"), ("do_eval", "dev_file"),
+                       ("do_predict", "test_file")):
+        if getattr(config, step) and not getattr(config, name):
+            raise ValueError(f"{step} needs {name}")
 
 
 @options.documented
@@ -281,10 +311,7 @@ class NerConfig(FineTuningConfig, _DevAndTestFiles):
 
     def __post_init__(self):
         super().__post_init__()
-        for step, name in (("do_train", "train_file"), ("do_eval", "dev_file"),
-                           ("do_predict", "test_file")):
-            if getattr(self, step) and not getattr(self, name):
-                raise ValueError(f"{step} needs {name}")
+        _check_steps_have_files(self)
         if self.window_stride is not None and self.window_stride > self.max_seq_length - 2:
             raise ValueError(f"window_stride must be in [1, max_seq_length - 2 = "
                              f"{self.max_seq_length - 2}] pieces, got {self.window_stride}")
@@ -374,10 +401,11 @@ class PretrainingConfig(RunConfig):
     pair_task: str = option("nsp", "Raw text: next-sentence (nsp), ALBERT's sentence-order "
                             "(sop) or no second task (none).", choices=PAIR_TASKS)
     # [CLS] a [SEP] b [SEP]: at least one piece on each side.
-    max_seq_length: int | None = options.same_as(RunConfig, "max_seq_length", default=None,
-                                                 valid=ranges.at_least(5))
-    max_predictions_per_seq: int | None = option(None, "Masked pieces per sequence.",
-                                                 valid=ranges.at_least(1))
+    max_seq_length: int | None = options.same_as(
+        RunConfig, "max_seq_length", default=None,
+        valid=ranges.between(5, ranges.MAX_SEQ_LENGTH))
+    max_predictions_per_seq: int | None = option(
+        None, "Masked pieces per sequence.", valid=ranges.between(1, ranges.MAX_SEQ_LENGTH))
     masked_lm_prob: float = option(0.15, "Raw text: share of the pieces to predict.",
                                    valid=ranges.between(0, 1))
     short_seq_prob: float = option(0.1, "Raw text: chance of a shorter target length.",
@@ -390,16 +418,27 @@ class PretrainingConfig(RunConfig):
     eval_input_file: str | None = option(None, "Records to evaluate on after training.")
     max_eval_steps: int = option(100, "Evaluation batches.", valid=ranges.at_least(1))
 
+    # The options that only raw text input reads: TFRecords were paired and masked when
+    # written, so one of them set otherwise than its default with TFRecords is refused.
+    TEXT_ONLY: typing.ClassVar[tuple[str, ...]] = (
+        "pair_task", "masked_lm_prob", "short_seq_prob", "do_whole_word_mask")
+
     def __post_init__(self):
         super().__post_init__()
+        from kbert.data.pretraining import instances  # here: --help imports no numpy
+
         if not self.input_file:
             raise ValueError("input_file is required")
         if not self.bert_config_file and not self.init_checkpoint:
             raise ValueError("Give bert_config_file (train from scratch) or init_checkpoint")
-        if self.input_format == TFRECORD and self.pair_task != "nsp":
-            raise ValueError(f"pair_task={self.pair_task!r} needs raw text input "
-                             "(input_format 'text' or 'wikiextractor'): TFRecords carry "
-                             "next-sentence labels")
+        instances.check_predictions(self.max_seq_length, self.max_predictions_per_seq)
+        fields = self.__dataclass_fields__
+        text_only = [f"{name}={getattr(self, name)!r}" for name in self.TEXT_ONLY
+                     if getattr(self, name) != fields[name].default]
+        if self.input_format == TFRECORD and text_only:
+            raise ValueError(f"{', '.join(text_only)}: raw text input only (input_format "
+                             "'text' or 'wikiextractor'); TFRecords were paired and masked "
+                             "by create_pretraining_data, which takes these settings")
 
     @property
     def text_config(self):

@@ -125,9 +125,14 @@ class ClassifierRecipe(template.Recipe):
         splits = (["train"] if config.do_train else []) + (
             [split for split, _ in spec.dev_files] if config.do_eval else []) + (
             [split for split, _, _ in spec.test_files] if config.do_predict else [])
-        return {split: read_split(config, spec, split,
+        data = {split: read_split(config, spec, split,
                                   errors="warn" if config.skip_bad_rows else "raise")
                 for split in splits}
+        if config.do_train and spec.labels is not glue.REGRESSION and len(spec.labels) < 2:
+            raise ValueError(f"{config.train_file}: only one label: {spec.labels[0]!r}; a "
+                             "classifier needs at least 2 classes (for real-valued labels, pass "
+                             "regression (--regression))")
+        return data
 
     def build_model(self, source, data):
         self.preprocessor = preprocessor(self.config, source)

@@ -71,9 +71,18 @@ class TaggerRecipe(template.Recipe):
     def read(self, files):
         data = {name: read_sentences(self.config, path) for name, path in files}
         train, count = data.get("train_file"), self.config.max_train_examples
-        if train is not None and count and count < len(train):
+        if train is None:
+            return data
+        sampled = count and count < len(train)
+        if sampled:
             keep = sorted(random.Random(self.config.seed).sample(range(len(train)), count))
             data["train_file"] = [train[i] for i in keep]
+        labels = conll.label_vocabulary(data["train_file"])
+        if len(labels) < 2:  # one class: nothing to learn (and Keras squeezes its axis away)
+            where = f" in the {count} sentences of max_train_examples" if sampled else ""
+            needs = "at least one entity type" if labels == ("O",) else "O and an entity type"
+            raise ValueError(f"{dict(files)['train_file']}: only one label{where}: {labels[0]}; "
+                             f"a tagger needs {needs}")
         return data
 
     def build_model(self, source, data):

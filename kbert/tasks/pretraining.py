@@ -8,8 +8,8 @@ interrupted run resumes from its last complete one, every `save_checkpoints_step
 each is a Keras epoch), per-epoch logs, and progress (steps, steps/s and ETA every
 `log_every_n_steps` steps, as the Estimator's global_step/sec lines); `SaveModel` adds
 `pretrainer.keras`. The output dir is guarded (`kbert.artifacts`): one run at a time, resumed
-only by the same run (`run_manifest.json`), a finished run replaced only with
-`overwrite_output_dir`.
+only by the same run (`run_manifest.json`), never an input's directory; a finished run, or
+other files there, need `overwrite_output_dir` (which removes only what a run writes).
 
 Files written to `output_dir`:
     model.ckpt-<steps>.*, bert_config.json, vocab.txt   the final Google checkpoint (Google's
@@ -38,15 +38,14 @@ import os
 import shutil
 
 import keras
-import tensorflow as tf
 from absl import logging
 
 from kbert import artifacts
 from kbert import io
+from kbert import tokenization
 from kbert.checkpoints import tf1
 from kbert.config import BertConfig
 from kbert.data import corpus
-from kbert.data import records
 from kbert.data import text_files
 from kbert.data.pretraining import record_input
 from kbert.data.pretraining import text_input
@@ -68,8 +67,9 @@ _NOT_IN_MANIFEST = ("output_dir", "overwrite_output_dir", "eval_input_file", "ma
                     "eval_batch_size", "log_every_n_steps")
 # What a run writes: --overwrite_output_dir removes it; without a manifest, it refuses a run.
 _RUN_FILES = (artifacts.BACKUP_DIR, MODEL_FILE, "model.ckpt-*", "checkpoint",
-              artifacts.TRAIN_RESULTS_FILE, artifacts.EVAL_RESULTS_FILE + ".txt",
-              epoch_callbacks.TRAINING_LOG_FILE, epoch_callbacks.LOG_DIR)
+              artifacts.BERT_CONFIG_FILE, artifacts.VOCAB_FILE, artifacts.TRAIN_RESULTS_FILE,
+              artifacts.EVAL_RESULTS_FILE + ".txt", epoch_callbacks.TRAINING_LOG_FILE,
+              epoch_callbacks.LOG_DIR)
 TFRECORD = configs.TFRECORD
 
 
@@ -80,6 +80,14 @@ def open_init(config):
         return None
     return opening.open_model(config.init_checkpoint, config.vocab_file,
                               config.bert_config_file)
+
+
+def model_config(config, source=None):
+    """The `BertConfig` of the model a run trains: the start point's (`source`, from
+    `open_init`; None for a `.keras` file without a kbert encoder), else `bert_config_file`'s."""
+    if source is not None:
+        return source.bert_config
+    return BertConfig.from_json_file(config.bert_config_file)
 
 
 def resolve_vocab_file(config, source=None):
@@ -230,37 +238,53 @@ def run_pretraining(config: PretrainingConfig) -> dict:
         (the Google checkpoint prefix) and, with an eval input, "eval".
     """
     source = open_init(config)
-    resolve_vocab_file(config, source)  # fail before any work
-    check_inputs(config)
-    try:
-        with strategies.run_scope(config) as (strategy, out):
-            return _run_pretraining(config, strategy, out, source)
-    except tf.errors.DataLossError as e:
-        # tf.data does not say which file holds the bad record: find it.
-        found = records.find_unreadable([
-            path for pattern in (config.input_file, config.eval_input_file)
-            if pattern and config.input_format == TFRECORD
-            for path in record_input.record_files(pattern)])
-        if found is None:
-            raise
-        raise ValueError(f"{found[0]}: a damaged or cut-short record ({found[1]}) — "
-                         "rewrite or remove the file") from e
+    check_inputs(config, source)
+    with strategies.run_scope(config) as (strategy, out):
+        return _run_pretraining(config, strategy, out, source)
 
 
-def check_inputs(config):
-    """Checks the input and eval input before any work, naming the file at fault: records
-    with the schema and lengths of the run (the first record of each file), or raw text
-    that is text (its first 4 KiB)."""
+def check_inputs(config, source=None):
+    """Checks the vocab, the input and the eval input against the model before any work,
+    naming the file at fault.
+
+    The vocab: found (`resolve_vocab_file`), read as `kbert.tokenization.load_vocab` reads it
+    (no empty or repeated token) and one token per row of the model's embedding table.
+    Records: the schema and lengths of the run (`record_input.check_record_files`: the first
+    record of each file, every record's CRC), written with this vocab (their sidecar's
+    vocab_sha256). Raw text: text (its first 4 KiB), not empty, with a document of text
+    (`kbert.data.corpus.check_documents`). Their max_seq_length: at most the model's
+    max_position_embeddings. `source`: `open_init(config)` if the caller has it.
+    """
+    vocab = tokenization.load_vocab(resolve_vocab_file(config, source))
+    bert_config = model_config(config, source)
+    model = source.path if source is not None else config.bert_config_file
+    if bert_config is not None:
+        tokenization.check_vocab_size(vocab, bert_config.vocab_size, model)
+    lengths = {}  # what has a max_seq_length -> it
     for pattern in (config.input_file, config.eval_input_file):
         if not pattern:
             continue
         if config.input_format == TFRECORD:
-            record_input.check_record_files(pattern, config.max_seq_length,
-                                                 config.max_predictions_per_seq)
+            length = record_input.check_record_files(
+                pattern, config.max_seq_length, config.max_predictions_per_seq, vocab=vocab)
+            lengths[f"{pattern}: records of max_seq_length={length}"] = length
             continue
-        for path in corpus.list_input_files(pattern):
+        files = corpus.list_input_files(pattern)
+        for path in files:
             text_files.check_text(path, f"input_format={config.input_format!r} reads raw "
                                   "text (TFRecords need input_format='tfrecord')")
+        if not any(os.path.getsize(path) for path in files):
+            raise ValueError(f"{pattern}: the input is empty")
+        corpus.check_documents(files, config.input_format)
+        length = config.text_config.max_seq_length
+        lengths[f"max_seq_length={length}"] = length
+    positions = bert_config and bert_config.max_position_embeddings
+    for what, length in lengths.items():
+        if positions and length > positions:
+            fix = "pass" if what.startswith("max_seq_length") else "write records with"
+            raise ValueError(f"{what}: longer than the model's max_position_embeddings="
+                             f"{positions} ({model}) — {fix} max_seq_length={positions} or "
+                             "less, or pick a model with more positions")
 
 
 def _run_pretraining(config, strategy, out, source):
@@ -269,12 +293,16 @@ def _run_pretraining(config, strategy, out, source):
     # same run, before the model is built (a refused run ends at once). A run that fails
     # after this, before its first backup, is taken over by the next one.
     manifest = manifest_for(config, source)
+    # Only its own files: one found there without a manifest, or an input in the way (the
+    # start point's directory), refuses the run; --overwrite_output_dir removes only its own.
+    inputs = [("init_checkpoint", config.init_checkpoint),
+              ("bert_config_file", config.bert_config_file)]
+    inputs += [(name, manifest[name]["path"]) for name in ("init_checkpoint", "vocab_file")
+               if manifest[name]]
+    inputs += [("input_file", entry["path"]) for entry in manifest["data"].values()]
     claim = artifacts.claim(
         out, manifest, overwrite_output_dir=config.overwrite_output_dir, owned=_RUN_FILES,
-        progress=(artifacts.BACKUP_DIR,), inputs=[(name, entry["path"]) for name, entry in (
-            ("init_checkpoint", manifest["init_checkpoint"]), ("vocab_file",
-                                                               manifest["vocab_file"]))
-            if entry])
+        progress=(artifacts.BACKUP_DIR,), inputs=inputs, exclusive=True)
     model, vocab_file = build_pretrainer(config, source)
     optimizer = optimization.create_optimizer(
         config.learning_rate, config.num_train_steps, config.num_warmup_steps)
@@ -323,12 +351,9 @@ def manifest_for(config, source=None):
                 if field.name not in _NOT_IN_MANIFEST}
     settings = {k: v if isinstance(v, (str, int, float, bool, type(None))) else type(v).__name__
                 for k, v in settings.items()}
-    init = None
     source = source or open_init(config)
-    if source is not None:
-        bert_config, init = source.bert_config, artifacts.fingerprint(source.checkpoint_file)
-    else:
-        bert_config = BertConfig.from_json_file(config.bert_config_file)
+    bert_config = model_config(config, source)
+    init = source and artifacts.fingerprint(source.checkpoint_file)
     files = (record_input.record_files(config.input_file) if config.input_format == TFRECORD
              else corpus.list_input_files(config.input_file))
     return {

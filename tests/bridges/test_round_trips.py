@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 import kbert
+from kbert.checkpoints import tf1
 from tests.bridges import heads
 
 # The Google names that each head writes, with their shapes on the tiny config (H=12).
@@ -104,3 +105,20 @@ def test_convert_learns_multi_label_from_the_keras_model(tmp_path):
                       multi_label=True)
     with pytest.raises(ValueError, match="multi_label applies to a classifier head"):
         kbert.load_model(str(tmp_path / "squad"), multi_label=True)
+
+
+@pytest.mark.parametrize("kind", sorted(heads.BUILDERS))
+def test_checkpoint_is_checked_against_its_config_as_a_model_load_checks_it(kind):
+    """What converters and the vocab expansion check without building the model."""
+    model = heads.make_model(kind)
+    tensors = tf1.google_tensors(model)
+    tf1.check_checkpoint(tf1.GoogleCheckpoint.from_tensors(tensors, model.bert_config, kind))
+    query = "bert/encoder/layer_0/attention/self/query/kernel"
+    broken = dict(tensors, **{query: tensors[query][:, :6]})
+    del broken["bert/encoder/layer_1/output/dense/bias"]
+    with pytest.raises(ValueError, match=(
+            r"checkpoint does not match the config .*\n  missing from the checkpoint \(1\):\n"
+            r"    bert/encoder/layer_1/output/dense/bias \(for transformer_layer_1/"
+            r"feedforward_output_dense/bias, shape \[12\]\)\n  shape mismatch \(1\):\n"
+            rf"    {query}: checkpoint \[12, 6\], config expects \[12, 12\]")):
+        tf1.check_checkpoint(tf1.GoogleCheckpoint.from_tensors(broken, model.bert_config, kind))

@@ -93,6 +93,8 @@ def test_argument_errors(tmp_path):
         read(path, label_columns=["text", "labels"], label_names=["a"])
     with pytest.raises(ValueError, match=r"label_names repeat \['a'\]"):
         read(path, label_column="labels", label_names=["a", "a"])
+    with pytest.raises(ValueError, match=r"label_columns repeat \['labels'\]"):
+        read(path, label_columns=["labels", "labels"])
     with pytest.raises(ValueError, match=r"train\.csv: no labels in column 'labels'; pass "
                                          r"label_names"):
         read(path, label_column="labels")

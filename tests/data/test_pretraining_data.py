@@ -65,6 +65,19 @@ def test_rerun_skips_complete_shards_and_resumes(wiki_sample, vocab_file, tmp_pa
                config=instances.PretrainingDataConfig(dupe_factor=3))
 
 
+def test_a_shard_damaged_after_a_complete_run_is_written_again(wiki_sample, vocab_file,
+                                                               tmp_path, caplog):
+    counts = create(wiki_sample, tmp_path / "t.tfrecord@2", vocab_file)
+    shards = read_bytes(sorted(counts))
+    with open(sorted(counts)[0], "r+b") as f:  # cut after the run: its sidecar says complete
+        f.truncate(len(shards[0]) // 2)
+    with caplog.at_level("WARNING", logger="absl"):
+        assert create(wiki_sample, tmp_path / "t.tfrecord@2", vocab_file) == counts
+    assert f"{sorted(counts)[0]}: {len(shards[0]) // 2} bytes, but it was written with " in (
+        caplog.text)
+    assert read_bytes(sorted(counts)) == shards
+
+
 def test_clear_errors(wiki_sample, vocab_file, tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.txt: vocab file not found"):
         create(wiki_sample, tmp_path / "o", str(tmp_path / "nope.txt"))

@@ -3,9 +3,12 @@
 Each row of `CASES` writes its files under tmp_path and gives the tool's arguments; the run
 must end with `status` and a first stderr line holding `fragment` (with `{tmp}` the test's
 directory), before any training. Covers the data checks of `kbert.data` (encoding, empty
-files, header only, missing columns, every row bad, long fields, duplicate SQuAD ids), the
-pretraining records' checks (sidecars matched by a glob, other lengths, not TFRecords, cut
-short) and the refusal to score a head that was never trained.
+files, header only, missing or repeated columns, empty or non-finite labels, every row bad,
+long fields, duplicate SQuAD ids, a tagger's single label), the settings of own data (a step
+without its file, repeated or empty --labels), the pretraining records' checks (sidecars
+matched by a glob, other lengths, not TFRecords, cut short, another vocab, longer than the
+model's positions), the pretraining vocab and raw text, and the refusal to score a head
+that was never trained.
 """
 
 import json
@@ -37,11 +40,15 @@ def classifier(release, *args):
     return ["run_classifier.py", f"--init_checkpoint={release}", "--max_seq_length=16", *args]
 
 
-def own_train(name, content):
+def own_train(name, content, *more):
     def setup(tmp, release):
         path = write(tmp / name, content)
-        return classifier(release, f"--train_file={path}", "--do_train")
+        return classifier(release, f"--train_file={path}", "--do_train", *more)
     return setup
+
+
+# Two classes of the tiny vocab's words, for the cases refused on a flag, not a row.
+OWN_ROWS = "text_a,label\nthe man,0\nhe said,1\n"
 
 
 def own_dev(name, content, *more):
@@ -59,6 +66,15 @@ def mrpc_with(split, transform):
         path.write_bytes(transform(path.read_bytes()))
         return classifier(release, "--task_name=MRPC", f"--data_dir={tmp / 'MRPC'}",
                           "--do_eval", "--allow_untrained_head")
+    return setup
+
+
+def sst2_test_file(content):
+    def setup(tmp, release):
+        shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "glue", "SST-2"), tmp / "SST-2")
+        write(tmp / "SST-2" / "test.tsv", content)
+        return classifier(release, "--task_name=SST-2", f"--data_dir={tmp / 'SST-2'}",
+                          "--do_train", "--do_predict")
     return setup
 
 
@@ -87,6 +103,17 @@ def squad_predict(transform, *more):
 def repeat_first_id(content):
     paragraphs = content["data"][0]["paragraphs"]
     paragraphs[1]["qas"][0]["id"] = paragraphs[0]["qas"][0]["id"]
+
+
+def squad_train(transform):
+    def setup(tmp, release):
+        content = squad_data()
+        transform(content)
+        path = write(tmp / "train.json", json.dumps(content))
+        return ["run_squad.py", f"--init_checkpoint={release}", "--do_train",
+                f"--train_file={path}", "--max_seq_length=16", "--max_query_length=8",
+                "--doc_stride=4"]
+    return setup
 
 
 def squad_not_utf8(tmp, release):
@@ -145,6 +172,29 @@ def copy_cut(tmp, output, keep):
     return cut(target, keep)
 
 
+def cut_in_a_header(tmp, output):
+    """A copy of the records cut 5 bytes into the second record's 12-byte header, which
+    TensorFlow's readers take for the end of the file."""
+    first = 12 + int.from_bytes(output.read_bytes()[:8], "little") + 4
+    return copy_cut(tmp, output, first + 5)
+
+
+def records_with_vocab(transform, *more):
+    """Records of the release's vocab, pretrained on with a copy of it changed by `transform`
+    (list of tokens -> list of tokens) as --vocab_file={tmp}/vocab2.txt."""
+    def setup(tmp, release):
+        output, vocab = records(tmp, release)
+        with open(vocab, encoding="utf-8") as f:
+            tokens = transform(f.read().splitlines())
+        write(tmp / "vocab2.txt", "".join(token + "\n" for token in tokens))
+        return pretraining(output, f"--vocab_file={tmp / 'vocab2.txt'}", *more, release=release)
+    return setup
+
+
+# A WikiExtractor file whose first <doc> has no </doc>.
+UNCLOSED_DOC = '<doc id="1">\nA\n\nthe man said .\n<doc id="2">\nB\nhe said .\n</doc>\n'
+
+
 CASES = [
     # --- classification data: encoding, empty, header only, columns, every row bad
     ("csv_not_utf8", own_train("train.csv", b"text_a,label\nfine,0\nbad " + BAD_BYTE +
@@ -178,6 +228,40 @@ CASES = [
      "{tmp}/dev.jsonl:2: not valid JSON"),
     ("csv_dev_unknown_label", own_dev("dev.csv", "text_a,label\na,0\nb,7\n"), 2,
      "{tmp}/dev.csv:3: unknown label '7'; expected one of ['0', '1']"),
+    ("csv_empty_label", own_train("train.csv", "text_a,label\nthe man,0\nhe said,\nit was,1\n"),
+     2, "{tmp}/train.csv:3: empty label — fix the row, or skip malformed rows"),
+    ("csv_header_repeats_a_column", own_train(
+        "train.csv", "text_a,text_a,label\nthe man,he said,0\nit was,a man,1\n"), 2,
+     "{tmp}/train.csv:1: column(s) 'text_a' named more than once in the header "
+     "['text_a', 'text_a', 'label']"),
+    ("csv_regression_nan_label", own_train(
+        "train.csv", "text_a,label\nthe man,0.5\nhe said,nan\nit was,1\n", "--regression"), 2,
+     "{tmp}/train.csv:3: label 'nan': a regression label must be a finite number"),
+    ("csv_regression_inf_label", own_train(
+        "train.csv", "text_a,label\nthe man,0.5\nhe said,-inf\n", "--regression"), 2,
+     "{tmp}/train.csv:3: label '-inf': a regression label must be a finite number"),
+    ("csv_one_class", own_train("train.csv", "text_a,label\nthe man,0\nhe said,0\n"), 2,
+     "{tmp}/train.csv: only one label: '0'; a classifier needs at least 2 classes"),
+    ("glue_test_without_index_column", sst2_test_file("sentence\nthe man\n"), 2,
+     "{tmp}/SST-2/test.tsv:1: the header has 1 column(s) ['sentence']; SST-2's test file has "
+     "at least 2: index in column 1, text_a in column 2"),
+    # --- own data: steps without their file, bad --labels / --label_columns
+    ("own_eval_without_dev_file", own_train("train.csv", OWN_ROWS, "--do_eval"), 2,
+     "error: do_eval needs dev_file"),
+    ("own_predict_without_test_file", own_train("train.csv", OWN_ROWS, "--do_predict"), 2,
+     "error: do_predict needs test_file"),
+    ("labels_repeated", own_train("train.csv", OWN_ROWS, "--labels=0,1,1"), 2,
+     "error: labels: '1' given more than once in ['0', '1', '1']"),
+    ("labels_with_an_empty_name", own_train("train.csv", OWN_ROWS, "--labels=0,,1"), 2,
+     "error: labels: an empty name in ['0', '', '1']"),
+    ("multi_label_columns_repeated", own_train(
+        "train.csv", "text_a,pos,neg\nthe man,1,0\nhe said,0,1\n", "--multi_label",
+        "--label_columns=pos,pos"), 2,
+     "error: label_columns: 'pos' given more than once in ['pos', 'pos']"),
+    ("multi_label_labels_repeated", own_train(
+        "train.csv", "text_a,label\nthe man,pos\nhe said,neg|pos\n", "--multi_label",
+        "--labels=pos,neg,pos"), 2,
+     "error: labels: 'pos' given more than once in ['pos', 'neg', 'pos']"),
     ("csv_field_over_131072_chars", own_dev(
         "dev.csv", "text_a,label\n\"" + "the man , " * 20000 + "\",0\nshort,1\n"), 0, ""),
     # --- a head that was never trained is not scored, unless asked
@@ -210,9 +294,14 @@ CASES = [
      "{tmp}/ner.txt:4: not UTF-8 (invalid continuation byte: byte 0xe4 at column 5)"),
     ("ner_one_column", ner("do_train", "EU\n"), 2,
      "{tmp}/ner.txt:1: expected a word and a label"),
+    ("ner_only_O", ner("do_train", "EU NNP I-NP O\n\nthe DT I-NP O\nman NN I-NP O\n"), 2,
+     "{tmp}/ner.txt: only one label: O; a tagger needs at least one entity type"),
     # --- SQuAD files
     ("squad_duplicate_id", squad_predict(repeat_first_id, "--allow_untrained_head"), 2,
      "{tmp}/dev.json: data[0].paragraphs[1].qas[0].id 'w0' is also the id of "
+     "data[0].paragraphs[0].qas[0] — question ids must be unique"),
+    ("squad_train_duplicate_id", squad_train(repeat_first_id), 2,
+     "{tmp}/train.json: data[0].paragraphs[1].qas[0].id 'w0' is also the id of "
      "data[0].paragraphs[0].qas[0] — question ids must be unique"),
     ("squad_not_utf8", squad_not_utf8, 2, "{tmp}/bad.json: not UTF-8 text"),
     # --- extract_features input and its settings against the model
@@ -275,7 +364,41 @@ CASES = [
     ("pretraining_data_zero_shards", lambda tmp, release: [
         "create_pretraining_data.py", f"--input_file={write(tmp / 'c.txt', SENTENCES[0])}",
         f"--vocab_file={release}/vocab.txt", f"--output_file={tmp}/out.tfrecord@0"], 2,
-     "num_shards must be positive, got 0"),
+     "output_file={tmp}/out.tfrecord@0: @0 names no file — @N needs N >= 1"),
+    # --- run_pretraining: records against the run's vocab and model, every record read
+    ("records_of_another_vocab", records_with_vocab(
+        lambda tokens: [*tokens[:5], tokens[6], tokens[5], *tokens[7:]]), 2,
+     "{tmp}/data/train.tfrecord_meta.json: these records were written with another vocab "
+     "than {tmp}/vocab2.txt's (31 tokens; vocab_sha256 "),
+    ("vocab_with_a_duplicate_token", records_with_vocab(
+        lambda tokens: [*tokens[:-1], tokens[5]]), 2,
+     "{tmp}/vocab2.txt:31: duplicate token 'the' (first on line 6)"),
+    ("vocab_larger_than_the_config", records_with_vocab(lambda tokens: [*tokens, "extra"]), 2,
+     "{tmp}/vocab2.txt: 32 tokens, but the model ({release}/bert_config.json) has "
+     "vocab_size=31 embedding rows"),
+    ("records_cut_inside_a_header", records_then(
+        cut_in_a_header, "--max_seq_length=16", "--max_predictions_per_seq=3"), 2,
+     "{tmp}/cut/train.tfrecord: a damaged or cut-short record (truncated record at "),
+    ("records_longer_than_the_positions", lambda tmp, release: pretraining(
+        records(tmp, release, max_seq_length=32)[0], release=release), 2,
+     "{tmp}/data/train.tfrecord: records of max_seq_length=32: longer than the model's "
+     "max_position_embeddings=16 ({release}/bert_config.json)"),
+    ("text_longer_than_the_positions", lambda tmp, release: pretraining(
+        write(tmp / "corpus.txt", "\n".join(SENTENCES) + "\n"), "--input_format=text",
+        "--max_seq_length=32", release=release), 2,
+     "error: max_seq_length=32: longer than the model's max_position_embeddings=16"),
+    ("text_input_empty", lambda tmp, release: pretraining(
+        write(tmp / "empty.txt", ""), "--input_format=text", release=release), 2,
+     "error: {tmp}/empty.txt: the input is empty"),
+    ("text_input_only_blank_lines", lambda tmp, release: pretraining(
+        write(tmp / "blank.txt", "\n \n\n"), "--input_format=text", release=release), 2,
+     "error: {tmp}/blank.txt: no document has any text (input_format='text')"),
+    # --- create_pretraining_data: WikiExtractor structure
+    ("pretraining_data_unclosed_doc", lambda tmp, release: [
+        "create_pretraining_data.py", f"--input_file={write(tmp / 'wiki.txt', UNCLOSED_DOC)}",
+        "--input_format=wikiextractor", f"--vocab_file={release}/vocab.txt",
+        f"--output_file={tmp}/out.tfrecord"], 2,
+     "{tmp}/wiki.txt:1: <doc> not closed: the next <doc> is on line 5"),
 ]
 
 
@@ -309,7 +432,7 @@ def test_bad_data_file(setup, status, fragment, tiny_google_dir, tmp_path):
 
 
 def test_a_bad_training_row_stops_the_run_unless_skipped(tiny_google_dir, tmp_path):
-    rows = "".join(f"text {i},0\n" for i in range(5)) + "a,b,c\n" * 30
+    rows = "".join(f"text {i},{i % 2}\n" for i in range(5)) + "a,b,c\n" * 30
     train = write(tmp_path / "train.csv", "text_a,label\n" + rows)
     args = classifier(tiny_google_dir, f"--train_file={train}", "--do_train",
                       "--train_batch_size=2", "--num_train_epochs=1",

@@ -86,6 +86,20 @@ def test_killed_pretraining_data_run_leaves_no_partial_shard(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["train.tfrecord", "train.tfrecord_meta.json"]
 
 
+def test_pretraining_data_without_text_is_refused_before_any_shard(tiny_google_dir, tmp_path):
+    for name, content, input_format in (("blank.txt", "\n \n\n", "text"),
+                                        ("plain.txt", "the man said .\n", "wikiextractor")):
+        (tmp_path / name).write_text(content)
+        result = run("create_pretraining_data.py", f"--input_file={tmp_path / name}",
+                     f"--input_format={input_format}", f"--vocab_file={tiny_google_dir}/vocab.txt",
+                     f"--output_file={tmp_path / 'out' / 'train.tfrecord'}")
+        assert one_error_line(result).startswith(
+            f"error: {tmp_path / name}: no document has any text "
+            f"(input_format={input_format!r}) — expected ")
+        assert "instances" not in result.stderr  # no shard was written
+        assert not os.path.exists(tmp_path / "out")
+
+
 def test_glue_bad_dev_row_stops_or_is_skipped_with_the_flag(tiny_google_dir, tmp_path):
     data = tmp_path / "MRPC"
     data.mkdir()
@@ -118,3 +132,43 @@ def test_vocab_larger_than_the_checkpoint_table(tiny_google_dir, tmp_path):
                     "tools/expand_vocab.py, which grows the table too")
     out = tmp_path / "out"  # stopped before anything was written
     assert not os.path.exists(out) or not os.listdir(out)
+
+
+def test_extract_features_vocab_larger_than_the_table(tiny_google_dir, tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    with open(os.path.join(tiny_google_dir, "vocab.txt"), encoding="utf-8") as f:
+        vocab.write_text(f.read() + "newword\n", encoding="utf-8")
+    (tmp_path / "in.txt").write_text("he said that\n", encoding="utf-8")
+    line = one_error_line(run("extract_features.py", f"--init_checkpoint={tiny_google_dir}",
+                              f"--vocab_file={vocab}", f"--input_file={tmp_path / 'in.txt'}",
+                              "--layers=-1", "--max_seq_length=16",
+                              f"--output_file={tmp_path / 'f.jsonl'}"))
+    assert line.startswith(f"error: {vocab}: 32 tokens, but the model ({tiny_google_dir}) has "
+                           "vocab_size=31 embedding rows")
+    assert not os.path.exists(tmp_path / "f.jsonl")
+
+
+def test_extract_features_empty_layers(tiny_google_dir, tmp_path):
+    (tmp_path / "in.txt").write_text("he said that\n", encoding="utf-8")
+    result = run("extract_features.py", f"--init_checkpoint={tiny_google_dir}", "--layers=",
+                 f"--input_file={tmp_path / 'in.txt'}", f"--output_file={tmp_path / 'f.jsonl'}")
+    assert result.returncode == 2
+    assert "error: layers is empty: expected the comma-separated layer indices" in result.stderr
+
+
+def test_extract_features_input_that_is_a_directory(tiny_google_dir, tmp_path):
+    (tmp_path / "texts").mkdir()
+    line = one_error_line(run("extract_features.py", f"--init_checkpoint={tiny_google_dir}",
+                              f"--input_file={tmp_path / 'texts'}", "--layers=-1",
+                              "--max_seq_length=16",
+                              f"--output_file={tmp_path / 'f.jsonl'}"))
+    assert line == f"error: {tmp_path / 'texts'}: is a directory — expected a text file"
+
+
+def test_demo_empty_sentences(tmp_path):
+    for sentences in ("", ",,"):
+        result = run("demo.py", f"--output_dir={tmp_path}/demo", f"--sentences={sentences}")
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert (f"error: sentences {sentences!r}: expected comma-separated sentences, none of "
+                "them empty") in result.stderr
+        assert not os.path.exists(tmp_path / "demo")

@@ -1,9 +1,11 @@
 import functools
 import os
+import shutil
 
 import numpy as np
 import tensorflow as tf
 
+from kbert.checkpoints import tf1
 from tests.tools.runner import run_tool
 from tests.tools.runner import run_tool_in_subprocess
 
@@ -63,3 +65,86 @@ def test_usage_errors(tmp_path):
     assert result.returncode != 0 and "not a model kbert reads" in result.stderr
     result = run(f"--input={tmp_path}", f"--output_dir={tmp_path}/o", "--to=onnx")
     assert result.returncode != 0 and "--to" in result.stderr
+
+
+def release_copy(tiny_google_dir, tmp_path, change=None):
+    """A copy of the tiny release whose tensors `change` (a dict of name -> array) edits."""
+    release = tmp_path / "release"
+    shutil.copytree(tiny_google_dir, release)
+    if change is not None:
+        prefix = str(release / "bert_model.ckpt")
+        reader = tf.train.load_checkpoint(prefix)
+        tensors = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+        change(tensors)
+        for name in os.listdir(release):
+            if name.startswith("bert_model.ckpt"):
+                os.remove(release / name)
+        tf1.write_tf1_checkpoint(prefix, tensors)
+    return release
+
+
+def test_release_missing_a_variable_is_refused(tiny_google_dir, tmp_path):
+    release = release_copy(tiny_google_dir, tmp_path,
+                           lambda t: t.pop("bert/encoder/layer_1/output/dense/bias"))
+    result = run(f"--input={release}", f"--output_dir={tmp_path}/hf", "--to=huggingface")
+    assert result.returncode == 2
+    assert (f"error: {release}/bert_model.ckpt: checkpoint does not match the config"
+            in result.stderr)
+    assert "missing from the checkpoint (1):\n    bert/encoder/layer_1/output/dense/bias" \
+        in result.stderr
+    assert not os.path.exists(tmp_path / "hf")
+
+
+def test_release_with_a_wrongly_shaped_variable_is_refused(tiny_google_dir, tmp_path):
+    name = "bert/encoder/layer_0/attention/self/query/kernel"
+    release = release_copy(tiny_google_dir, tmp_path,
+                           lambda t: t.update({name: t[name][:, :6]}))
+    result = run(f"--input={release}", f"--output_dir={tmp_path}/hf", "--to=huggingface")
+    assert result.returncode == 2
+    assert f"{name}: checkpoint [12, 6], config expects [12, 12]" in result.stderr
+
+
+def test_vocab_with_a_blank_line_is_refused(tiny_google_dir, tmp_path):
+    release = release_copy(tiny_google_dir, tmp_path)
+    tokens = (release / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    tokens[9] = ""
+    (release / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    result = run(f"--input={release}", f"--output_dir={tmp_path}/hf", "--to=huggingface")
+    assert result.returncode == 2
+    assert f"error: {release}/vocab.txt:10: empty token" in result.stderr
+
+
+def test_vocab_of_another_size_than_the_config_is_refused(tiny_google_dir, tmp_path):
+    release = release_copy(tiny_google_dir, tmp_path)
+    with open(release / "vocab.txt", "a", encoding="utf-8") as f:
+        f.write("newword\n")
+    result = run(f"--input={release}", f"--output_dir={tmp_path}/hf", "--to=huggingface")
+    assert result.returncode == 2
+    assert (f"error: {release}/vocab.txt: 32 tokens, but {release} has vocab_size=31"
+            in result.stderr)
+
+
+def test_input_and_its_alias_together_are_refused(tiny_google_dir, minilm_dir, tmp_path):
+    result = run(f"--input={tiny_google_dir}", f"--input_dir={minilm_dir}",
+                 f"--output_dir={tmp_path}/o")
+    assert result.returncode == 2
+    assert "error: --input_dir is another name of --input; pass one of them" in result.stderr
+
+
+def test_label_names_without_a_labelled_head_are_refused(tiny_google_dir, tmp_path):
+    result = run(f"--input={tiny_google_dir}", f"--output_dir={tmp_path}/hf", "--to=huggingface",
+                 "--label_names=a,b")
+    assert result.returncode == 2
+    assert ("error: label_names (--label_names) name the outputs of a classifier or tagger "
+            f"head; {tiny_google_dir}/bert_model.ckpt has no head") in result.stderr
+    assert not os.path.exists(tmp_path / "hf")
+
+
+def test_huggingface_config_that_is_not_json_names_the_file(minilm_dir, tmp_path):
+    hf = tmp_path / "hf"
+    shutil.copytree(minilm_dir, hf)
+    (hf / "config.json").write_text("{ not json")
+    result = run(f"--input={hf}", f"--output_dir={tmp_path}/o")
+    assert result.returncode == 2
+    assert (f"error: {hf}/config.json:1: not valid JSON (Expecting property name enclosed in "
+            "double quotes at column 3)") in result.stderr

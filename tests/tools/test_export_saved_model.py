@@ -59,3 +59,20 @@ def test_compute_dtype_bfloat16(tiny_google_dir, tmp_path):
     assert half.dtype == np.float32
     np.testing.assert_allclose(half, full, atol=0.05)  # bfloat16 rounding, not another model
     assert not np.array_equal(half, full)  # and it did compute in bfloat16
+
+
+def test_unwritable_export_parent_is_refused_before_loading(tiny_google_dir, tmp_path,
+                                                           monkeypatch):
+    # os.access says no, as for a read-only mount or another user's directory (chmod does not
+    # stop root, who runs some CI).
+    locked = str(tmp_path / "locked")
+    os.mkdir(locked)
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kwargs: (
+        os.fspath(path) != locked and access(path, mode, **kwargs)))
+    result = run(f"--model={tiny_google_dir}", f"--export_dir={locked}/encoder/1")
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert lines == [f"error: {locked}: cannot write here (Permission denied) — choose a "
+                     "writable directory or change its permissions"]
+    assert "Loaded" not in result.stderr

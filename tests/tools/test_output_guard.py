@@ -95,6 +95,31 @@ def test_a_run_refused_by_validation_leaves_nothing_in_the_way(tiny_google_dir, 
         assert not out.exists()  # no run_manifest.json to refuse the corrected command
 
 
+def test_pretraining_never_writes_into_its_start_point(tiny_google_dir, tmp_path):
+    release = tmp_path / "release"
+    shutil.copytree(tiny_google_dir, release)
+    before = {path.name: path.read_bytes() for path in release.iterdir()}
+    flags = [flag for flag in pretraining_flags(tiny_google_dir, release)
+             if not flag.startswith("--bert_config_file=")]
+    for extra in ((), ("--overwrite_output_dir",)):
+        assert f"{release}: is the init_checkpoint this run reads" in one_error_line(pretrain(
+            *flags, f"--init_checkpoint={release}", "--init_heads=fresh", *extra))
+    assert {path.name: path.read_bytes() for path in release.iterdir()} == before
+
+
+def test_pretraining_refuses_an_output_dir_holding_other_files(tiny_google_dir, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's")
+    assert "holds notes.txt of a run without" in one_error_line(pretrain(*pretraining_flags(
+        tiny_google_dir, out)))
+    assert sorted(os.listdir(out)) == ["notes.txt"]
+    # --overwrite_output_dir starts there, and leaves what is not the run's.
+    result = pretrain(*pretraining_flags(tiny_google_dir, out, "--overwrite_output_dir"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (out / "notes.txt").read_text() == "the user's" and (out / "model.ckpt-2.index").exists()
+
+
 def test_expand_vocab_never_writes_into_its_input_or_over_a_release(tiny_google_dir, tmp_path):
     release = tmp_path / "release"
     shutil.copytree(tiny_google_dir, release)

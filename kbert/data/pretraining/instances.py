@@ -66,8 +66,8 @@ class PretrainingDataConfig:
     """
 
     # [CLS] a [SEP] b [SEP]: at least one piece on each side.
-    max_seq_length: int = ranges.field(128, ranges.at_least(5))
-    max_predictions_per_seq: int = ranges.field(20, ranges.at_least(1))
+    max_seq_length: int = ranges.field(128, ranges.between(5, ranges.MAX_SEQ_LENGTH))
+    max_predictions_per_seq: int = ranges.field(20, ranges.between(1, ranges.MAX_SEQ_LENGTH))
     masked_lm_prob: float = ranges.field(0.15, ranges.between(0, 1))
     short_seq_prob: float = ranges.field(0.1, ranges.between(0, 1))
     dupe_factor: int = ranges.field(10, ranges.at_least(1))
@@ -78,11 +78,21 @@ class PretrainingDataConfig:
 
     def __post_init__(self):
         ranges.check(self)
+        check_predictions(self.max_seq_length, self.max_predictions_per_seq)
         if self.mask_token_rate + self.random_token_rate > 1:
             raise ValueError("mask_token_rate + random_token_rate must be at most 1")
         if self.chinese_word_segmenter is not None and not self.do_whole_word_mask:
             raise ValueError("chinese_word_segmenter only groups tokens for whole-word "
                              "masking; set do_whole_word_mask too")
+
+
+def check_predictions(max_seq_length, max_predictions_per_seq):
+    """Refuses more masked positions per sequence than it has pieces (None: not set)."""
+    if None not in (max_seq_length, max_predictions_per_seq) and (
+            max_predictions_per_seq > max_seq_length):
+        raise ValueError(f"max_predictions_per_seq ({max_predictions_per_seq}) must be at most "
+                         f"max_seq_length ({max_seq_length}): a sequence has no more pieces "
+                         "to mask")
 
 
 class TokenizedDocuments(typing.NamedTuple):

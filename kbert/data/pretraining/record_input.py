@@ -87,15 +87,19 @@ def record_lengths(files, file_pattern, max_seq_length=None, max_predictions_per
     return max_seq_length, max_predictions_per_seq
 
 
-def check_record_files(file_pattern, max_seq_length=None, max_predictions_per_seq=None):
-    """Checks pretraining records before any training: files found, lengths known, and the
-    first record of each file in the schema at those lengths (`records.check_first_records`).
+def check_record_files(file_pattern, max_seq_length=None, max_predictions_per_seq=None, *,
+                       vocab=None):
+    """Checks pretraining records before any training: files found, lengths known, the first
+    record of each file in the schema at those lengths (`records.check_first_records`), every
+    record readable to the end of its file (`records.check_readable`), and, given the run's
+    `vocab` (a `kbert.tokenization.Vocab`), that the sidecar records the same vocab (the ids
+    of another one mean other tokens, or rows past the embedding table).
 
     Returns:
-        list of str: the record files.
+        int: the records' max_seq_length.
 
     Raises:
-        ValueError or FileNotFoundError: naming the pattern or the file.
+        ValueError or FileNotFoundError: naming the pattern, the file or the sidecar.
     """
     files = record_files(file_pattern)
     max_seq_length, max_predictions_per_seq = record_lengths(
@@ -103,4 +107,14 @@ def check_record_files(file_pattern, max_seq_length=None, max_predictions_per_se
     records.check_first_records(files, features_lib.PRETRAINING_FEATURES,
                                 max_seq_length=max_seq_length,
                                 max_predictions_per_seq=max_predictions_per_seq)
-    return files
+    records.check_readable(files)
+    found = records.find_meta_file(files) if vocab is not None else None
+    written_with = found and found[1].get("settings", {}).get("vocab_sha256")
+    ours = vocab is not None and records.vocab_sha256(vocab.tokens)
+    if written_with and written_with != ours:
+        raise ValueError(f"{found[0]}: these records were written with another vocab than "
+                         f"{vocab.path or 'the run'}'s ({len(vocab)} tokens; vocab_sha256 "
+                         f"{written_with[:12]}... recorded, {ours[:12]}... here) — pass the "
+                         "vocab they were written with (vocab_file), or write them again with "
+                         "this one")
+    return max_seq_length

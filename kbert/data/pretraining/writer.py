@@ -13,7 +13,6 @@ words (`kbert.data.word_segmentation`) to group CJK characters for whole-word ma
 
 import dataclasses
 import functools
-import hashlib
 import itertools
 import os
 import queue
@@ -128,8 +127,9 @@ def create_pretraining_data(input_file, output_file, vocab_file, *, config=None,
 
     Each shard is the instances of one byte range of the input (`kbert.data.corpus`), written
     to a temporary name and renamed when complete; a re-run with the same settings and the
-    same inputs (SHA-256 of their contents, in the sidecar) skips the shards that exist, and
-    one with others is refused. One run at a time writes an output (`kbert.artifacts.locked`).
+    same inputs (SHA-256 of their contents, in the sidecar) skips the shards that exist with
+    the size the sidecar records (a damaged one is written again), and one with others is
+    refused. One run at a time writes an output (`kbert.artifacts.locked`).
     Output is a function of (inputs, settings, seed, shard count) only.
 
     Args:
@@ -183,7 +183,7 @@ def _create_pretraining_data(input_file, output_file, vocab_file, progress, **se
             bar.skip(job.byte_range, plan.meta["shards"][name])
             continue
         count = write_shard(job, bar)
-        plan.meta["shards"][name] = count
+        _record_shard(plan.meta, job.path, count)
         records.write_meta(plan.meta_file, plan.meta)
         logging.info("%s: %d instances", job.path, count)
     bar.close()
@@ -239,6 +239,7 @@ def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_ca
     total_bytes = sum(os.path.getsize(f) for f in files)
     if total_bytes == 0:
         raise ValueError(f"{input_file}: the input is empty")
+    corpus.check_documents(files, input_format)
     paths = records.shard_paths(output_file, num_shards)
     meta_file = records.meta_path(output_file)
     inputs = {os.path.realpath(f) for f in [*files, vocab_file]}
@@ -250,11 +251,21 @@ def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_ca
                 "random_seed": random_seed, "input_format": input_format,
                 "chunk_bytes": chunk_bytes, "exact_tokenization": exact_tokenization,
                 "input_files": [artifacts.fingerprint(f) for f in files],
-                "vocab_sha256": hashlib.sha256("\n".join(vocab).encode()).hexdigest()}
+                "vocab_sha256": records.vocab_sha256(vocab)}
     meta = _start_meta(meta_file, paths, settings, config)
-    for path in paths:  # a shard counts as complete only while its file exists
+    sizes = meta.setdefault("shard_bytes", {})
+    # A shard counts as complete only while its file exists, with the size it was written
+    # with (a sidecar of an older kbert has none); else it is written again.
+    for path in paths:
+        name = os.path.basename(path)
+        if meta["shards"][name] is None:
+            continue
         if not os.path.exists(path):
-            meta["shards"][os.path.basename(path)] = None
+            meta["shards"][name] = None
+        elif sizes.get(name, os.path.getsize(path)) != os.path.getsize(path):
+            logging.warning("%s: %d bytes, but it was written with %d: damaged, writing it "
+                            "again", path, os.path.getsize(path), sizes[name])
+            meta["shards"][name] = None
     jobs = [ShardJob(path, byte_range, os.path.abspath(vocab_file), vocab, config,
                      do_lower_case, random_seed, input_format, skip_bad_lines, chunk_bytes,
                      exact_tokenization)
@@ -302,7 +313,10 @@ def finish_shards(plan, counts):
     """Records `counts` (shard name -> instances) in the sidecar, with the total; fails (and
     removes the output) if no shard has an instance."""
     meta = plan.meta
-    meta["shards"].update(counts)
+    for job in plan.jobs:
+        name = os.path.basename(job.path)
+        if name in counts:
+            _record_shard(meta, job.path, counts[name])
     by_path = {job.path: meta["shards"][os.path.basename(job.path)] for job in plan.jobs}
     missing = [path for path, count in by_path.items() if count is None]
     if missing:
@@ -315,6 +329,13 @@ def finish_shards(plan, counts):
     meta["num_instances"] = sum(by_path.values())
     records.write_meta(plan.meta_file, meta)
     return by_path
+
+
+def _record_shard(meta, path, count):
+    """Records a shard written complete in `meta`: its instances and its size."""
+    name = os.path.basename(path)
+    meta["shards"][name] = count
+    meta["shard_bytes"][name] = os.path.getsize(path)
 
 
 def _start_meta(meta_file, paths, settings, config):
