@@ -89,13 +89,15 @@ def ner(step, content):
     return setup
 
 
-def squad_predict(transform, *more):
+def squad_file(transform, step="predict", *more):
+    """A SQuAD run whose --train_file (step "train") or --predict_file is the fixture after
+    `transform(content)`."""
     def setup(tmp, release):
         content = squad_data()
         transform(content)
-        path = write(tmp / "dev.json", json.dumps(content))
-        return ["run_squad.py", f"--init_checkpoint={release}", "--do_predict",
-                f"--predict_file={path}", "--max_seq_length=16", "--max_query_length=8",
+        path = write(tmp / f"{step}.json", json.dumps(content))
+        return ["run_squad.py", f"--init_checkpoint={release}", f"--do_{step}",
+                f"--{step}_file={path}", "--max_seq_length=16", "--max_query_length=8",
                 "--doc_stride=4", *more]
     return setup
 
@@ -103,17 +105,6 @@ def squad_predict(transform, *more):
 def repeat_first_id(content):
     paragraphs = content["data"][0]["paragraphs"]
     paragraphs[1]["qas"][0]["id"] = paragraphs[0]["qas"][0]["id"]
-
-
-def squad_train(transform):
-    def setup(tmp, release):
-        content = squad_data()
-        transform(content)
-        path = write(tmp / "train.json", json.dumps(content))
-        return ["run_squad.py", f"--init_checkpoint={release}", "--do_train",
-                f"--train_file={path}", "--max_seq_length=16", "--max_query_length=8",
-                "--doc_stride=4"]
-    return setup
 
 
 def squad_not_utf8(tmp, release):
@@ -281,7 +272,7 @@ CASES = [
     ("glue_eval_allowed_untrained", lambda tmp, release: classifier(
         release, "--task_name=MRPC", f"--data_dir={MRPC}", "--do_eval",
         "--allow_untrained_head"), 0, ""),
-    ("squad_predict_from_a_release", squad_predict(lambda content: None), 2,
+    ("squad_predict_from_a_release", squad_file(lambda content: None), 2,
      "{release}: no trained BertSpanLabeler head in this checkpoint"),
     # --- NER files
     ("ner_empty", ner("do_train", ""), 2, "{tmp}/ner.txt: no sentences (an empty file, or "
@@ -297,10 +288,10 @@ CASES = [
     ("ner_only_O", ner("do_train", "EU NNP I-NP O\n\nthe DT I-NP O\nman NN I-NP O\n"), 2,
      "{tmp}/ner.txt: only one label: O; a tagger needs at least one entity type"),
     # --- SQuAD files
-    ("squad_duplicate_id", squad_predict(repeat_first_id, "--allow_untrained_head"), 2,
-     "{tmp}/dev.json: data[0].paragraphs[1].qas[0].id 'w0' is also the id of "
+    ("squad_duplicate_id", squad_file(repeat_first_id, "predict", "--allow_untrained_head"), 2,
+     "{tmp}/predict.json: data[0].paragraphs[1].qas[0].id 'w0' is also the id of "
      "data[0].paragraphs[0].qas[0] — question ids must be unique"),
-    ("squad_train_duplicate_id", squad_train(repeat_first_id), 2,
+    ("squad_train_duplicate_id", squad_file(repeat_first_id, "train"), 2,
      "{tmp}/train.json: data[0].paragraphs[1].qas[0].id 'w0' is also the id of "
      "data[0].paragraphs[0].qas[0] — question ids must be unique"),
     ("squad_not_utf8", squad_not_utf8, 2, "{tmp}/bad.json: not UTF-8 text"),
