@@ -25,8 +25,7 @@ from bench import runs
 from bench import subprocess_stats
 from kbert.data import corpus
 
-DEFAULT_CORPUS = os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor",
-                              "wiki_*")
+DEFAULT_CORPUS = os.path.join(runs.WIKI_CORPUS, "wiki_*")
 
 _CORPUS = flags.DEFINE_string("corpus", DEFAULT_CORPUS, "WikiExtractor files (glob).")
 _VOCAB = flags.DEFINE_string("vocab_file", None, "vocab.txt; defaults to MiniLM's (uncased).")

@@ -39,8 +39,7 @@ from bench import runs
 from bench import subprocess_stats
 
 _CORPUS = flags.DEFINE_string(
-    "corpus", os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor",
-                           "wiki_*"), "WikiExtractor files (glob) to repeat.")
+    "corpus", os.path.join(runs.WIKI_CORPUS, "wiki_*"), "WikiExtractor files (glob) to repeat.")
 _VOCAB = flags.DEFINE_string("vocab_file", None, "vocab.txt; defaults to MiniLM's (uncased).")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_pretraining_scale",
                             "Scratch directory (holds the repeated corpus: sizes_mb x ~2).")

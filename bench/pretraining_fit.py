@@ -24,8 +24,7 @@ from kbert.tasks import optimization
 from kbert.tasks import pretraining
 
 _CORPUS = flags.DEFINE_string(
-    "corpus", os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor",
-                           "wiki_*"),
+    "corpus", os.path.join(runs.WIKI_CORPUS, "wiki_*"),
     "WikiExtractor files (glob); the last one is held out.")
 _TRAIN_FILES = flags.DEFINE_integer("train_files", 3, "Files to train on (~1 MB each).")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_fit", "Scratch directory.")

@@ -43,8 +43,8 @@ from bench import runs
 _CONFIGS = flags.DEFINE_list("configs", ["minilm", "base"], "Model shapes: minilm, base.")
 _IMPLS = flags.DEFINE_list("impls", ["kbert", "keras_hub", "hf"], "Implementations to time.")
 _CORPUS = flags.DEFINE_string(
-    "corpus", os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor",
-                           "wiki_0[0-1]"), "WikiExtractor files (glob) for the records.")
+    "corpus", os.path.join(runs.WIKI_CORPUS, "wiki_0[0-1]"),
+    "WikiExtractor files (glob) for the records.")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_pretraining_step", "Scratch dir.")
 _BATCH = flags.DEFINE_integer("batch_size", 32, "Examples per step.", lower_bound=1)
 _SEQ = flags.DEFINE_integer("seq_length", 128, "max_seq_length of the records.", lower_bound=3)

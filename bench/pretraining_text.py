@@ -32,8 +32,8 @@ from kbert.tasks import optimization
 from kbert.tasks import pretraining
 
 _CORPUS = flags.DEFINE_string(
-    "corpus", os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor",
-                           "wiki_*"), "WikiExtractor files (glob); the last one is held out.")
+    "corpus", os.path.join(runs.WIKI_CORPUS, "wiki_*"),
+    "WikiExtractor files (glob); the last one is held out.")
 _MODE = flags.DEFINE_enum("mode", "both", ["throughput", "compare", "both"], "What to measure.")
 _TRAIN_FILES = flags.DEFINE_integer("train_files", 3, "Files to train on (~1 MB each).")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_text", "Scratch directory.")

@@ -16,6 +16,8 @@ from absl import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(ROOT, "..", "shared", "data")  # the data sets beside the checkout
+# English Wikipedia as WikiExtractor writes it (wiki_00, wiki_01, ...): the pretraining corpus.
+WIKI_CORPUS = os.path.join(SHARED_DATA, "corpus", "enwiki_wikiextractor")
 
 
 def validate_peers(peers_flag, scripts):

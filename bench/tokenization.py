@@ -34,7 +34,7 @@ from absl import flags
 
 from bench import runs
 
-_CORPUS_DIR = os.path.join(runs.SHARED_DATA, "corpus", "enwiki_wikiextractor")
+_CORPUS_DIR = runs.WIKI_CORPUS
 _CORPUS = flags.DEFINE_list(
     "corpus", [f"{_CORPUS_DIR}/wiki_0{i}" for i in range(3)],
     "WikiExtractor files; their non-empty text lines are the input.")
