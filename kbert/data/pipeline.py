@@ -19,11 +19,13 @@ it) and `padded_width`; feature extraction streams `padded_batch`es. Every datas
 Keras ends with `prefetched`.
 """
 
+import collections
 import typing
-import weakref
 
 import numpy as np
 import tensorflow as tf
+
+from kbert.tokenization.preprocessor import BertPreprocessor
 
 FEATURES = ("token_ids", "segment_ids", "padding_mask")
 POOL_BATCHES = 64  # batches per length-sorted pool of the training batches
@@ -325,23 +327,38 @@ def _dense(features, *targets):
     return (features, *(tf.convert_to_tensor(target) for target in targets))
 
 
-# Per preprocessor, its traced function: tokenizing train, dev and test then builds the
-# tokenizer graph once (tracing it costs seconds), not once per `tokenize` call.
-_COMPILED = weakref.WeakKeyDictionary()
+# Traced tokenize functions, one per preprocessor configuration: tokenizing train, dev and
+# test then builds the tokenizer graph (thousands of ops; tracing it costs seconds) once, and
+# so does a new `BertPreprocessor` with the same vocab and options. Other callables: one per
+# object. A few are kept, the most recently used.
+_COMPILED = collections.OrderedDict()
+_COMPILED_KEPT = 8
 
 
 def _compiled(preprocessor, paired):
-    functions = _COMPILED.setdefault(preprocessor, {})
-    if paired not in functions:
-        strings = tf.TensorSpec([None], tf.string)
-        if paired:
-            function = tf.function(lambda a, b: _trimmed(preprocessor((a, b))),
-                                   input_signature=[strings, strings])
-        else:
-            function = tf.function(lambda a: _trimmed(preprocessor(a)),
-                                   input_signature=[strings])
-        functions[paired] = function
-    return functions[paired]
+    key = (_configuration(preprocessor), paired)
+    if key in _COMPILED:
+        _COMPILED.move_to_end(key)
+        return _COMPILED[key]
+    strings = tf.TensorSpec([None], tf.string)
+    if paired:
+        function = tf.function(lambda a, b: _trimmed(preprocessor((a, b))),
+                               input_signature=[strings, strings])
+    else:
+        function = tf.function(lambda a: _trimmed(preprocessor(a)), input_signature=[strings])
+    _COMPILED[key] = function
+    while len(_COMPILED) > _COMPILED_KEPT:
+        _COMPILED.popitem(last=False)
+    return function
+
+
+def _configuration(preprocessor):
+    """What a preprocessor's output depends on: a `BertPreprocessor`'s tokenizer (shared by
+    all with the same vocab and case options) and packing options, else the object itself."""
+    if isinstance(preprocessor, BertPreprocessor):
+        return (BertPreprocessor, id(preprocessor.tokenizer), preprocessor.max_seq_length,
+                preprocessor.pad_to_max_length)
+    return (id(preprocessor),)
 
 
 def _trimmed(features):

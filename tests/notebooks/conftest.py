@@ -1,7 +1,18 @@
-"""Runs a notebook of notebooks/ top to bottom in a fresh kernel, as a user would."""
+"""Runs a notebook of notebooks/ top to bottom, in this process or in a fresh kernel.
 
+`run_notebook` executes the code cells in order in this test process, in one namespace, as a
+kernel would: TensorFlow and kbert are already imported here, so a notebook costs its own work
+and not a kernel's start and imports (~10 s each on a 2-core VM). One test
+(`test_vocab_expansion_notebook.py`) runs its notebook in a real Jupyter kernel instead
+(`run_notebook_in_kernel`), the path `make notebooks` takes for every notebook.
+"""
+
+import contextlib
+import io
 import os
 
+import keras
+import matplotlib
 import nbformat
 import pytest
 from nbclient import NotebookClient
@@ -9,26 +20,69 @@ from nbclient import NotebookClient
 NOTEBOOKS = os.path.join(os.path.dirname(__file__), "..", "..", "notebooks")
 
 
+def _read(name):
+    """The notebook `name` and its committed bytes."""
+    path = os.path.join(NOTEBOOKS, name)
+    with open(path, "rb") as f:
+        committed = f.read()
+    return path, committed, nbformat.reads(committed.decode("utf-8"), as_version=4)
+
+
+def _assert_unchanged(path, committed):
+    with open(path, "rb") as f:
+        assert f.read() == committed, f"{path} changed while the test ran it"
+
+
 @pytest.fixture
 def run_notebook(tmp_path, monkeypatch):
-    """`run(name, env)`: executes notebooks/<name> with `env` set; returns its printed text.
+    """`run(name, env)`: executes notebooks/<name> in this process; returns its printed text.
 
-    The kernel inherits the environment (each notebook's first cell reads its parameters from
-    it) and runs in `tmp_path`. Fails on any cell error. The notebook is executed in memory: its
-    committed file (with the outputs of `make notebooks`) is left as it is, and checked to be.
+    The environment gets `env` (each notebook's first cell reads its parameters from it) and
+    the working directory is `tmp_path`, as `run_notebook_in_kernel` gives a kernel. A cell's
+    exception fails the test, naming the cell. The committed file is left as it is, and
+    checked to be. Keras starts from a fresh session and its dtype policy is put back after.
     """
+
+    def run(name, env):
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.chdir(tmp_path)
+        path, committed, notebook = _read(name)
+        keras.backend.clear_session(free_memory=False)
+        namespace = {"__name__": "__main__"}
+        printed = io.StringIO()
+        backend = matplotlib.get_backend()
+        matplotlib.use("Agg")  # no display; the figures are only drawn
+        try:
+            with contextlib.redirect_stdout(printed):
+                for index, cell in enumerate(notebook.cells):
+                    if cell.cell_type != "code":
+                        continue
+                    code = compile(cell.source, f"{name}, code cell {index}", "exec")
+                    exec(code, namespace)  # noqa: S102  (the notebook is the test's input)
+        finally:
+            import matplotlib.pyplot as plt
+
+            plt.close("all")
+            matplotlib.use(backend)
+            keras.mixed_precision.set_global_policy("float32")
+        _assert_unchanged(path, committed)
+        return printed.getvalue()
+
+    return run
+
+
+@pytest.fixture
+def run_notebook_in_kernel(tmp_path, monkeypatch):
+    """`run(name, env)`: as `run_notebook`, but in a fresh Jupyter kernel, as a user runs it."""
 
     def run(name, env, timeout=180):
         for key, value in env.items():
             monkeypatch.setenv(key, value)
-        path = os.path.join(NOTEBOOKS, name)
-        with open(path, "rb") as f:
-            committed = f.read()
-        notebook = nbformat.reads(committed.decode("utf-8"), as_version=4)
+        path, committed, notebook = _read(name)
         NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": str(tmp_path)}}).execute()
-        with open(path, "rb") as f:
-            assert f.read() == committed, f"{path} changed while the test ran it"
+        _assert_unchanged(path, committed)
         outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
         errors = [o for o in outputs if o.output_type == "error"]
         assert not errors, errors

@@ -1,4 +1,4 @@
-"""notebooks/chinese.ipynb runs top to bottom (tiny model, fixture reviews) in a fresh kernel."""
+"""notebooks/chinese.ipynb runs top to bottom (tiny model, fixture reviews) in the test process."""
 
 import os
 import re
@@ -7,7 +7,6 @@ import keras
 
 import kbert
 from tests.conftest import TINY_CONFIG
-from tests.limits import SUBPROCESS_TIMEOUT
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "chinese",
                        "chnsenticorp_train_head.tsv")
@@ -31,8 +30,7 @@ def test_chinese_notebook_runs(run_notebook, minilm_dir, tmp_path):
                                  vocab_file=os.path.join(minilm_dir, "vocab.txt"))
     text = run_notebook("chinese.ipynb", {
         "KBERT_NOTEBOOK_TINY": "1", "KBERT_CHNSENTICORP_DIR": str(data),
-        "KBERT_CHECKPOINT": str(checkpoint), "KBERT_WORK_DIR": str(tmp_path / "work")},
-        timeout=SUBPROCESS_TIMEOUT)
+        "KBERT_CHECKPOINT": str(checkpoint), "KBERT_WORK_DIR": str(tmp_path / "work")})
     added = int(re.search(r"candidates, (\d+) added", text).group(1))
     assert 500 < added <= 994, text
     before = float(re.search(r"before: CJK characters (\S+)% known", text).group(1))

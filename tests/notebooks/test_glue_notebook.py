@@ -1,4 +1,4 @@
-"""notebooks/glue.ipynb runs top to bottom (tiny model, 8 examples) in a fresh kernel."""
+"""notebooks/glue.ipynb runs top to bottom (tiny model, 8 examples) in the test process."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""notebooks/ner.ipynb runs top to bottom (tiny model, fixture sentences) in a fresh kernel."""
+"""notebooks/ner.ipynb runs top to bottom (tiny model, fixture sentences) in the test process."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""notebooks/squad.ipynb runs top to bottom (tiny model, a few paragraphs) in a fresh kernel."""
+"""notebooks/squad.ipynb runs top to bottom (tiny model, a few paragraphs) in the test process."""
 
 import os
 

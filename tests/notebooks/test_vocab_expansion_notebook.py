@@ -15,10 +15,10 @@ def printed_tokens(text, stage):
             for m in re.finditer(rf"^{stage}: (\S+) -> (\[.*\])$", text, re.MULTILINE)}
 
 
-def test_vocab_expansion_notebook_runs(run_notebook, tmp_path, monkeypatch):
+def test_vocab_expansion_notebook_runs(run_notebook_in_kernel, tmp_path, monkeypatch):
     monkeypatch.delenv("KBERT_RELEASE_DIR", raising=False)  # its own tiny release
-    text = run_notebook("vocab_expansion.ipynb", {"KBERT_NOTEBOOK_TINY": "1",
-                                                 "KBERT_WORK_DIR": str(tmp_path)})
+    text = run_notebook_in_kernel("vocab_expansion.ipynb", {"KBERT_NOTEBOOK_TINY": "1",
+                                                           "KBERT_WORK_DIR": str(tmp_path)})
 
     before, after = printed_tokens(text, "before"), printed_tokens(text, "after")
     assert sorted(before) == sorted(after) == sorted(NEW_TOKENS)
