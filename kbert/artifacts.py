@@ -362,8 +362,17 @@ def _differences(old, new, prefix=""):
     found = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
+        if _same_file_edited(a, b):
+            found.append(f"{prefix}{key}: {b['path']} was edited since that run (other "
+                         "SHA-256)")
+        elif isinstance(a, dict) and isinstance(b, dict):
             found += _differences(a, b, f"{prefix}{key}.")
         elif a != b:
             found.append(f"{prefix}{key}: was {a!r}, now {b!r}")
     return found
+
+
+def _same_file_edited(a, b):
+    """Two `fingerprint`s of one path with other contents."""
+    return (isinstance(a, dict) and isinstance(b, dict) and {"path", "sha256"} <= set(a)
+            and a["path"] == b.get("path") and a["sha256"] != b.get("sha256"))

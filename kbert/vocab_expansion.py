@@ -325,7 +325,8 @@ def write_vocab(directory, expansion):
 
 def read_new_tokens(path):
     """The tokens of a UTF-8 file, one a line (blank lines skipped); a line that is not UTF-8
-    is a ValueError naming `path:line`."""
+    or holds more than one word, or a file without a token, is a ValueError naming `path`
+    (and the line)."""
     with open(path, "rb") as f:
         lines = f.read().split(b"\n")
     tokens = []
@@ -335,8 +336,13 @@ def read_new_tokens(path):
         except UnicodeDecodeError as e:
             raise ValueError(f"{path}:{number}: not UTF-8 ({e.reason} at byte {e.start} of "
                              "the line)") from None
+        if any(c.isspace() for c in token):
+            raise ValueError(f"{path}:{number}: {token!r} contains whitespace — expected one "
+                             "token (a single word) per line")
         if token:
             tokens.append(token)
+    if not tokens:
+        raise ValueError(f"{path}: no token in the file — expected one new token per line")
     return tokens
 
 

@@ -152,3 +152,16 @@ def test_fingerprint_of_a_file_a_directory_and_a_checkpoint_prefix(tmp_path):
     assert artifacts.fingerprint(tmp_path)["sha256"] != tree["sha256"]
     with pytest.raises(FileNotFoundError):
         artifacts.fingerprint(tmp_path / "nothing")
+
+
+def test_an_edited_input_is_named_by_its_path(tmp_path):
+    out = tmp_path / "out"
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\na,pos\n")
+    run = {"data": {"train_file": artifacts.fingerprint(str(data))}}
+    artifacts.claim(out, run, owned=("model.keras",), progress=("backup",))
+    (out / "backup").mkdir()
+    data.write_text("text,label\na,pos\nb,neg\n")
+    edited = {"data": {"train_file": artifacts.fingerprint(str(data))}}
+    with pytest.raises(ValueError, match=rf"data.train_file: {data} was edited since that run"):
+        artifacts.claim(out, edited, owned=("model.keras",), progress=("backup",))

@@ -40,7 +40,7 @@ def test_a_subclass_that_changes_a_default_keeps_the_range():
      "max_answer_length must be >= 1, got 0"),
     (lambda: pretraining.PretrainingConfig(input_file="i", output_dir="o",
                                            bert_config_file="c", learning_rate=-1e-4),
-     "learning_rate must be > 0, got -0.0001"),
+     r"learning_rate must be in \(0, 1\], got -0.0001"),
     (lambda: PretrainingDataConfig(dupe_factor=0), "dupe_factor must be >= 1, got 0"),
 ])
 def test_configs_check_their_ranges(config, message):

@@ -212,3 +212,15 @@ def test_new_tokens_file_that_is_not_utf8_names_the_line(tiny_google_dir, tmp_pa
                       f"--new_tokens_file={tokens}", f"--output_dir={tmp_path / 'out'}")
     assert result.returncode == 2
     assert f"error: {tokens}:2: not UTF-8 (" in result.stderr
+
+
+def test_new_tokens_file_empty_or_with_two_words_is_named(tiny_google_dir, tmp_path):
+    tokens = tmp_path / "tokens.txt"
+    for content, expected in (("\n \n", f"error: {tokens}: no token in the file — expected one "),
+                              ("zebra\nnew york\n", f"error: {tokens}:2: 'new york' contains "
+                                                    "whitespace — expected one token")):
+        tokens.write_text(content)
+        result = run_tool("expand_vocab.py", f"--input_dir={tiny_google_dir}",
+                          f"--new_tokens_file={tokens}", f"--output_dir={tmp_path / 'out'}")
+        assert result.returncode == 2 and expected in result.stderr, result.stderr[-2000:]
+        assert not os.path.exists(tmp_path / "out")

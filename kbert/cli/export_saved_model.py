@@ -34,22 +34,26 @@ def main(argv):
     from kbert.export import load_for_export
 
     # Before the model loads: the SavedModel is written beside --export_dir, then renamed.
-    artifacts.check_writable(os.path.dirname(os.path.abspath(config.export_dir)))
+    parent, base = os.path.split(os.path.abspath(config.export_dir))
+    artifacts.check_writable(parent)
     try:
-        model, vocab_file, recorded = load_for_export(config.model, config.vocab_file)
-        settings = {name: getattr(config, name) for name in config.SETTINGS}
-        settings.update(recorded)
-        settings.update({name: getattr(config, name)
-                         for name in CONFIG_FLAGS.given() & set(config.SETTINGS)})
-        vocab_file = config.vocab_file or vocab_file
-        if vocab_file is None:
-            raise ValueError(f"no vocab.txt beside {config.model}; pass --vocab_file")
-        # --overwrite replaces the whole --export_dir: never the model it reads.
-        artifacts.check_not_input(config.export_dir, [("model", config.model),
-                                                      ("vocab_file", vocab_file)])
-        export_dir = export_saved_model(model, config.export_dir, vocab_file,
-                                        overwrite=config.overwrite,
-                                        compute_dtype=config.compute_dtype, **settings)
+        # One export into --export_dir at a time; the lock sits beside it (the export
+        # replaces the directory).
+        with artifacts.locked(parent, name=f".{base}.kbert.lock", what=config.export_dir):
+            model, vocab_file, recorded = load_for_export(config.model, config.vocab_file)
+            settings = {name: getattr(config, name) for name in config.SETTINGS}
+            settings.update(recorded)
+            settings.update({name: getattr(config, name)
+                             for name in CONFIG_FLAGS.given() & set(config.SETTINGS)})
+            vocab_file = config.vocab_file or vocab_file
+            if vocab_file is None:
+                raise ValueError(f"no vocab.txt beside {config.model}; pass --vocab_file")
+            # --overwrite replaces the whole --export_dir: never the model it reads.
+            artifacts.check_not_input(config.export_dir, [("model", config.model),
+                                                          ("vocab_file", vocab_file)])
+            export_dir = export_saved_model(model, config.export_dir, vocab_file,
+                                            overwrite=config.overwrite,
+                                            compute_dtype=config.compute_dtype, **settings)
     except io.DiskFull:
         raise
     except Exception as e:  # noqa: BLE001  (TensorFlow's full disk is none of the three)

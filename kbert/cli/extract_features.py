@@ -14,6 +14,7 @@ One run at a time writes an output file, and an existing one is replaced only wi
       --init_checkpoint=uncased_L-12_H-768_A-12 --layers=-1,-2,-3,-4
 """
 
+import glob
 import os
 
 from absl import app
@@ -54,11 +55,19 @@ def main(argv):
                               [os.path.basename(output)])
     with text_files.open_text(config.input_file) as f:  # all of it UTF-8, before any work
         total = sum(1 for _ in f)
+    if not total:
+        raise ValueError(f"{config.input_file}: the input is empty — expected one text "
+                         "(text_a, or text_a ||| text_b) per line")
     with artifacts.locked(os.path.dirname(output), f".kbert-{os.path.basename(output)}.lock",
                           what=config.output_file):
         if os.path.exists(output) and not config.overwrite:
             raise ValueError(f"{config.output_file}: exists — pass --overwrite to replace it, "
                              "or choose another --output_file")
+        # The lock is held: a temporary of this output is a killed run's partial output.
+        for stale in glob.glob(os.path.join(glob.escape(os.path.dirname(output)),
+                                            f".{glob.escape(os.path.basename(output))}.*.tmp")):
+            os.remove(stale)
+            logging.info("%s: removed, the partial output of an interrupted run", stale)
         _write_features(config, source, total)
     logging.info("Wrote %d examples to %s", total, output)
 

@@ -73,8 +73,18 @@ def is_meta(path):
 
 
 def read_meta(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """The sidecar at `path`; ValueError naming it if it is not a JSON object."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a kbert _meta.json sidecar ({e}); remove it and the "
+                         "shards it lists, or choose another output_file") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: not a kbert _meta.json sidecar (a JSON "
+                         f"{type(meta).__name__}, expected an object); remove it and the shards "
+                         "it lists, or choose another output_file")
+    return meta
 
 
 def write_meta(path, meta):

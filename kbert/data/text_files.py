@@ -38,7 +38,8 @@ def check_text(path, hint):
     try:
         sample.decode("utf-8")
     except UnicodeDecodeError as e:
-        if e.start < len(sample) - 3:  # not a character cut by the end of the sample
+        # Not a character cut by the end of the sample (a file that ends there is not cut).
+        if e.reason != "unexpected end of data" or len(sample) < _SAMPLE_BYTES:
             raise ValueError(f"{_not_utf8(path)} — save the file as UTF-8; {hint}") from None
 
 

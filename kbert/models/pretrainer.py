@@ -113,6 +113,10 @@ class BertPretrainer(BertTask):
                          "(truncated normal, stddev %s)", source.prefix,
                          source.config.initializer_range)
             return
+        if not any(name.startswith("cls/") for name in source.shapes()):
+            raise ValueError(f"{source.prefix}: the checkpoint has no pretraining heads (no cls/* "
+                             "variables) — to continue pretraining from its encoder with new "
+                             "heads, pass heads='fresh' (run_pretraining.py: --init_heads=fresh)")
         try:
             checkpoints.load_google_weights(self, source)
         except ValueError as e:

@@ -72,7 +72,7 @@ class RunConfig:
         "(Google's) suits BERT-Base and Large (2e-5 to 5e-5); small models (6 layers or "
         "fewer, hidden 384-512, e.g. MiniLM) need 1e-4 to 2e-4: MiniLM-L6 on CoNLL NER "
         "reached dev F1 0.80 at 2e-4 and 0.49 at 5e-5 (BENCHMARKS.md).",
-        valid=ranges.above(0))
+        valid=ranges.Range(0, 1, low_open=True))  # above 1, AdamW's first steps give nan
     seed: int = option(12345, "Seeds the data order and subset, dropout and new weights.",
                        valid=ranges.SEED)
     overwrite_output_dir: bool = option(

@@ -252,8 +252,8 @@ def check_inputs(config, source=None):
     Records: the schema and lengths of the run (`record_input.check_record_files`: the first
     record of each file, every record's CRC), written with this vocab (their sidecar's
     vocab_sha256). Raw text: text (its first 4 KiB), not empty, with a document of text
-    (`kbert.data.corpus.check_documents`). Their max_seq_length: at most the model's
-    max_position_embeddings. `source`: `open_init(config)` if the caller has it.
+    (`kbert.data.corpus.check_documents`), UTF-8 on every line. Their max_seq_length: at most
+    the model's max_position_embeddings. `source`: `open_init(config)` if the caller has it.
     """
     vocab = tokenization.load_vocab(resolve_vocab_file(config, source))
     bert_config = model_config(config, source)
@@ -276,6 +276,8 @@ def check_inputs(config, source=None):
         if not any(os.path.getsize(path) for path in files):
             raise ValueError(f"{pattern}: the input is empty")
         corpus.check_documents(files, config.input_format)
+        corpus.check_utf8(files, "expected UTF-8 text: re-encode the file, or write records "
+                          "with kbert-create-pretraining-data --skip_bad_lines")
         length = config.text_config.max_seq_length
         lengths[f"max_seq_length={length}"] = length
     positions = bert_config and bert_config.max_position_embeddings

@@ -10,7 +10,10 @@ import shutil
 
 from kbert import artifacts
 from kbert.checkpoints import tf1
+from kbert.data import glue
 from kbert.tasks import epoch_callbacks
+from kbert.tasks import squad_postprocess
+from kbert.tokenization import vocab
 
 # Settings that do not change what training does: a restart may change them.
 _NOT_IN_MANIFEST = ("output_dir", "overwrite_output_dir", "do_eval", "do_predict",
@@ -24,7 +27,20 @@ _RUN_DIRS = (artifacts.BACKUP_DIR, epoch_callbacks.LOG_DIR)
 _RUN_FILES = (artifacts.MODEL_FILE, epoch_callbacks.TRAINING_LOG_FILE,
               artifacts.TRAIN_RESULTS_FILE, artifacts.EVAL_RESULTS_FILE + ".txt",
               artifacts.EVAL_RESULTS_FILE + ".json", tf1.RELEASE_PREFIX + ".*",
-              "checkpoint")  # the state file beside bert_model.ckpt
+              "checkpoint",  # the state file beside bert_model.ckpt
+              # what every run writes beside the model: a user's own file of one of these
+              # names is refused, not replaced (ner.LABELS_FILE is labels.txt)
+              artifacts.VOCAB_FILE, vocab.ADDED_TOKENS_FILE, artifacts.BERT_CONFIG_FILE,
+              artifacts.EXPORT_SETTINGS_FILE, "labels.txt",
+              # predictions: a run started over without --do_predict must not leave the old
+              # model's (GLUE test files are named after the task: MRPC.tsv, MNLI-m.tsv, ...)
+              squad_postprocess.PREDICTIONS_FILE, squad_postprocess.NBEST_FILE,
+              squad_postprocess.NULL_ODDS_FILE,
+              "test_predictions.tsv", "dev_predictions.txt", "test_predictions.txt",  # NER: .txt
+              *sorted({f"{split}_predictions.tsv" for spec in glue.GLUE_TASKS.values()
+                       for split, _ in spec.dev_files}
+                      | {f"{name}.tsv" for spec in glue.GLUE_TASKS.values()
+                         for _, _, name in spec.test_files}))
 
 
 def manifest_for(config, source, data_files=()):

@@ -351,6 +351,15 @@ CASES = [
      "{tmp}/corpus.txt:2: not UTF-8 (invalid start byte: byte 0xff at column 4) — save the "
      "file as UTF-8; "
      "input_format='text' reads raw text (TFRecords need input_format='tfrecord')"),
+    ("text_input_not_utf8_in_its_last_bytes", lambda tmp, release: pretraining(
+        write(tmp / "corpus.txt", b"the man said\nhe was caf\xe9.\n"), "--input_format=text",
+        release=release), 2,
+     "{tmp}/corpus.txt:2: not UTF-8 (invalid continuation byte: byte 0xe9 at column 11)"),
+    ("text_input_not_utf8_after_4_kib", lambda tmp, release: pretraining(
+        write(tmp / "corpus.txt", b"the man said .\n" * 400 + b"he \xff was\n"),
+        "--input_format=text", release=release), 2,
+     "{tmp}/corpus.txt:401: not valid UTF-8 (invalid start byte at byte 3 of the line) — "
+     "expected UTF-8 text: re-encode the file"),
     # --- create_pretraining_data: shard counts
     ("pretraining_data_zero_shards", lambda tmp, release: [
         "create_pretraining_data.py", f"--input_file={write(tmp / 'c.txt', SENTENCES[0])}",

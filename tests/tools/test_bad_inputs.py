@@ -100,6 +100,30 @@ def test_pretraining_data_without_text_is_refused_before_any_shard(tiny_google_d
         assert not os.path.exists(tmp_path / "out")
 
 
+def test_pretraining_data_damaged_shard_or_sidecar(tiny_google_dir, tmp_path):
+    (tmp_path / "text.txt").write_text("the man said .\nhe was in the car .\n\n"
+                                       "she has a dog .\nit is at the house .\n")
+    output = tmp_path / "train.tfrecord"
+    args = [f"--input_file={tmp_path / 'text.txt'}", f"--output_file={output}",
+            f"--vocab_file={tiny_google_dir}/vocab.txt", "--dupe_factor=3",
+            "--max_seq_length=16", "--max_predictions_per_seq=3"]
+    assert run("create_pretraining_data.py", *args).returncode == 0
+    written = output.read_bytes()
+    # A shard damaged in place (same size) is written again, as a cut-short one is.
+    damaged = bytearray(written)
+    damaged[len(damaged) // 2] ^= 0xFF
+    output.write_bytes(bytes(damaged))
+    result = run("create_pretraining_data.py", *args)
+    assert result.returncode == 0 and "damaged, writing it again" in result.stderr
+    assert output.read_bytes() == written
+    # A sidecar that is not JSON is named.
+    meta = tmp_path / "train.tfrecord_meta.json"
+    meta.write_text("{not json")
+    line = one_error_line(run("create_pretraining_data.py", *args))
+    assert line.startswith(f"error: {meta}: not a kbert _meta.json sidecar (")
+    assert output.read_bytes() == written
+
+
 def test_glue_bad_dev_row_stops_or_is_skipped_with_the_flag(tiny_google_dir, tmp_path):
     data = tmp_path / "MRPC"
     data.mkdir()
@@ -163,6 +187,29 @@ def test_extract_features_input_that_is_a_directory(tiny_google_dir, tmp_path):
                               "--max_seq_length=16",
                               f"--output_file={tmp_path / 'f.jsonl'}"))
     assert line == f"error: {tmp_path / 'texts'}: is a directory — expected a text file"
+
+
+def test_extract_features_empty_input(tiny_google_dir, tmp_path):
+    empty = tmp_path / "in.txt"
+    empty.write_text("")
+    line = one_error_line(run("extract_features.py", f"--input_file={empty}",
+                              f"--output_file={tmp_path / 'out.jsonl'}",
+                              f"--init_checkpoint={tiny_google_dir}", "--layers=-1",
+                              "--max_seq_length=16"))
+    assert line.startswith(f"error: {empty}: the input is empty — expected one text")
+    assert not os.path.exists(tmp_path / "out.jsonl")
+
+
+def test_extract_features_removes_a_killed_runs_partial_output(tiny_google_dir, tmp_path):
+    (tmp_path / "in.txt").write_text("the man said .\n")
+    partial = tmp_path / ".out.jsonl.k1ll3d.tmp"  # io.atomic_write's name, left by a SIGKILL
+    partial.write_text("{")
+    result = run("extract_features.py", f"--input_file={tmp_path / 'in.txt'}",
+                 f"--output_file={tmp_path / 'out.jsonl'}", "--layers=-1",
+                 f"--init_checkpoint={tiny_google_dir}", "--max_seq_length=16")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "the partial output of an interrupted run" in result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.jsonl"]
 
 
 def test_demo_empty_sentences(tmp_path):

@@ -174,6 +174,29 @@ def test_evaluating_a_finished_run_on_other_data_keeps_its_results(tiny_google_d
     assert evaluate(f"--data_dir={MRPC}").returncode == 0  # the same dev set again: fine
 
 
+def test_starting_over_leaves_no_predictions_of_the_old_model(tiny_google_dir, tmp_path):
+    out = tmp_path / "out"
+    first = classify(*mrpc_flags(tiny_google_dir, out, MRPC, "--do_train", "--do_eval",
+                                 "--do_predict", "--num_train_epochs=1"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert {"dev_predictions.tsv", "MRPC.tsv"} <= set(os.listdir(out))
+    (out / "notes.txt").write_text("mine")
+    again = classify(*mrpc_flags(tiny_google_dir, out, MRPC, "--do_train",
+                                 "--num_train_epochs=1", "--overwrite_output_dir"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    left = set(os.listdir(out))
+    assert not left & {"dev_predictions.tsv", "MRPC.tsv"} and "notes.txt" in left, left
+
+
+def test_a_users_file_named_like_a_run_output_is_not_replaced(tiny_google_dir, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "vocab.txt").write_text("my own word list\n")
+    line = one_error_line(classify(*mrpc_flags(tiny_google_dir, out, MRPC, "--do_train")))
+    assert "holds vocab.txt" in line and "--overwrite_output_dir" in line, line
+    assert (out / "vocab.txt").read_text() == "my own word list\n"
+
+
 def test_a_full_disk_is_one_line_and_the_next_run_resumes(tiny_google_dir, tmp_path):
     out = tmp_path / "out"
     flags = mrpc_flags(tiny_google_dir, out, MRPC, "--do_train", "--num_train_epochs=2")
@@ -214,6 +237,26 @@ def test_a_second_run_into_the_same_directory_is_refused_at_once(tiny_google_dir
         holder.kill()
         holder.wait(SUBPROCESS_TIMEOUT)
     assert sorted(os.listdir(out)) == [".kbert.lock"]  # the refused run wrote nothing
+
+
+def test_a_second_export_into_the_same_directory_is_refused_at_once(tiny_google_dir, tmp_path):
+    lock = tmp_path / ".1.kbert.lock"  # beside --export_dir, which the export replaces
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX)\nos.write(fd, b'%d' % os.getpid())\n"
+         "print(flush=True)\ntime.sleep(60)\n", str(lock)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        holder.stdout.readline()
+        line = one_error_line(run_tool("export_saved_model.py", f"--model={tiny_google_dir}",
+                                       f"--export_dir={tmp_path / '1'}", "--overwrite",
+                                       "--max_seq_length=16"))
+        assert f"another run (pid {holder.pid}) is writing {tmp_path / '1'}" in line, line
+    finally:
+        holder.kill()
+        holder.wait(SUBPROCESS_TIMEOUT)
+    assert sorted(os.listdir(tmp_path)) == [lock.name]  # nothing exported
 
 
 def test_pretraining_data_is_not_skipped_after_its_input_was_edited(tiny_google_dir, tmp_path):

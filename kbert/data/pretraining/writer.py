@@ -254,8 +254,9 @@ def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_ca
                 "vocab_sha256": records.vocab_sha256(vocab)}
     meta = _start_meta(meta_file, paths, settings, config)
     sizes = meta.setdefault("shard_bytes", {})
-    # A shard counts as complete only while its file exists, with the size it was written
-    # with (a sidecar of an older kbert has none); else it is written again.
+    digests = meta.setdefault("shard_sha256", {})
+    # A shard counts as complete only while its file exists, with the size and SHA-256 it was
+    # written with (a sidecar of an older kbert has neither); else it is written again.
     for path in paths:
         name = os.path.basename(path)
         if meta["shards"][name] is None:
@@ -265,6 +266,10 @@ def plan_shards(input_file, output_file, vocab_file, *, config=None, do_lower_ca
         elif sizes.get(name, os.path.getsize(path)) != os.path.getsize(path):
             logging.warning("%s: %d bytes, but it was written with %d: damaged, writing it "
                             "again", path, os.path.getsize(path), sizes[name])
+            meta["shards"][name] = None
+        elif name in digests and artifacts.fingerprint(path)["sha256"] != digests[name]:
+            logging.warning("%s: its SHA-256 is not the one it was written with: damaged, "
+                            "writing it again", path)
             meta["shards"][name] = None
     jobs = [ShardJob(path, byte_range, os.path.abspath(vocab_file), vocab, config,
                      do_lower_case, random_seed, input_format, skip_bad_lines, chunk_bytes,
@@ -332,10 +337,11 @@ def finish_shards(plan, counts):
 
 
 def _record_shard(meta, path, count):
-    """Records a shard written complete in `meta`: its instances and its size."""
+    """Records a shard written complete in `meta`: its instances, size and SHA-256."""
     name = os.path.basename(path)
     meta["shards"][name] = count
     meta["shard_bytes"][name] = os.path.getsize(path)
+    meta.setdefault("shard_sha256", {})[name] = artifacts.fingerprint(path)["sha256"]
 
 
 def _start_meta(meta_file, paths, settings, config):
