@@ -124,6 +124,21 @@ class AtEpochEnds(keras.callbacks.Callback):
             callback.on_epoch_end(epoch, logs)
 
 
+# Hand-written: Keras' `TerminateOnNaN` stops training quietly, so a run that diverged would
+# still write its model and results and exit 0.
+class StopIfDiverged(keras.callbacks.Callback):
+    """Raises `ValueError` at the end of a Keras epoch whose mean training loss is nan or
+    infinite, before that epoch is backed up or recorded: the backup of the epoch before it
+    is kept, and nothing is written from the diverged weights."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            raise ValueError(f"the training loss became {float(loss)} in Keras epoch "
+                             f"{epoch + 1}: training diverged — lower --learning_rate (or "
+                             "check the data); the backup of the epoch before is kept")
+
+
 class LogRestored(keras.callbacks.Callback):
     """Logs what `kbert.tasks.backups.Backup` (just before it) restored."""
 

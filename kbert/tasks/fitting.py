@@ -5,6 +5,7 @@
 save_checkpoints_steps steps), with the callbacks every run has:
 
     timing      each epoch's training seconds (first, so later callbacks' work is left out)
+    divergence  a nan or infinite epoch loss is a ValueError (`epoch_callbacks.StopIfDiverged`)
     (epoch_logs) the caller's additions to the logs (dev scores,
                 `kbert.tasks.epoch_callbacks.DevScores`) or renamings (pretraining's metrics)
     backup      `kbert.tasks.backups.Backup` in `output_dir/backup`: a killed run resumes
@@ -46,8 +47,8 @@ def fit_resumably(model, dataset, steps_per_epoch, epochs, config, *, epoch_logs
         config: `kbert.tasks.configs.RunConfig`: `output_dir` (this worker's),
             `log_every_n_steps` and `train_batch_size`.
         epoch_logs: sequence of callbacks that add to or rename the logs, run first (after
-            the epoch's timing) so that the backup, the records, the progress line and the
-            history see what they do.
+            the epoch's timing and the divergence check) so that the backup, the records,
+            the progress line and the history see what they do.
         callbacks: sequence of more callbacks, run after the backup and the records.
 
     Returns:
@@ -69,6 +70,8 @@ def fit_resumably(model, dataset, steps_per_epoch, epochs, config, *, epoch_logs
             on_epoch_begin=lambda epoch, logs: epoch_seconds.append(time.perf_counter()),
             on_epoch_end=lambda epoch, logs: epoch_seconds.append(
                 time.perf_counter() - epoch_seconds.pop())),
+        # A diverged epoch is an error before it is scored, backed up or recorded.
+        epoch_callbacks.StopIfDiverged(),
         # Then the logs' additions, so that the loggers see them; a backup of epoch N comes
         # after the best of epochs 1..N is kept (`epoch_callbacks.BestEpoch`).
         *epoch_logs,

@@ -1,8 +1,17 @@
-"""kbert.tasks.epoch_callbacks.TrainingLog: a column per key any epoch had, restarts replace."""
+"""kbert.tasks.epoch_callbacks: TrainingLog has a column per key any epoch had and restarts
+replace; StopIfDiverged ends a fit whose epoch loss is not finite."""
 
 import csv
+import os
+import types
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
 
 from kbert.tasks import epoch_callbacks
+from kbert.tasks import fitting
 
 
 def _rows(path):
@@ -36,3 +45,22 @@ def test_a_restart_keeps_earlier_epochs_and_replaces_the_rest(tmp_path):
         ("0", "", "0.9"), ("1", "", "0.8"), ("2", "0.5", "0.65")]
     epoch_callbacks.TrainingLog(str(path)).on_epoch_end(0, {"loss": 1.0})  # a new run
     assert _rows(path) == (["epoch", "loss"], [{"epoch": "0", "loss": "1.0"}])
+
+
+def test_a_diverged_epoch_stops_the_fit_and_the_epoch_before_stays_backed_up(tmp_path):
+    # Epoch 1 trains on finite targets, epoch 2 on an overflowing one (its loss is inf).
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.ones((4, 1), np.float32)
+    y = np.array([[1.0], [1.0], [3e38], [3e38]], np.float32)
+    stream = lambda first_epoch: tf.data.Dataset.from_tensor_slices(  # noqa: E731
+        (x, y)).skip(2 * first_epoch).batch(1)
+    config = types.SimpleNamespace(output_dir=str(tmp_path), log_every_n_steps=100,
+                                   train_batch_size=1)
+    with pytest.raises(ValueError, match=r"training loss became inf in Keras epoch 2: "
+                                         r"training diverged — lower --learning_rate"):
+        fitting.fit_resumably(model, stream, steps_per_epoch=2, epochs=2, config=config)
+    assert sorted(os.listdir(tmp_path / "backup")) == ["epoch-000001"]
+    _, rows = _rows(tmp_path / epoch_callbacks.TRAINING_LOG_FILE)
+    assert [r["epoch"] for r in rows] == ["0"]  # the diverged epoch is not recorded
