@@ -356,7 +356,7 @@ def _configuration(preprocessor):
     """What a preprocessor's output depends on: a `BertPreprocessor`'s tokenizer (shared by
     all with the same vocab and case options) and packing options, else the object itself."""
     if isinstance(preprocessor, BertPreprocessor):
-        return (BertPreprocessor, id(preprocessor.tokenizer), preprocessor.max_seq_length,
+        return (type(preprocessor), id(preprocessor.tokenizer), preprocessor.max_seq_length,
                 preprocessor.pad_to_max_length)
     return (id(preprocessor),)
 
