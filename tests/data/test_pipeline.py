@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import kbert
 from kbert.data import glue
 from kbert.data import pipeline
+from tests.conftest import TINY_VOCAB
 
 MAX = 40
 
@@ -180,3 +182,27 @@ def test_errors():
     assert len(empty) == 0
     with pytest.raises(ValueError, match="no training examples"):
         pipeline.training_dataset(empty, np.arange(0), 2)
+
+
+def test_preprocessors_of_one_configuration_share_a_traced_function_and_others_do_not(
+        tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(t + "\n" for t in TINY_VOCAB), encoding="utf-8")
+    rows = glue.Examples(text_a=("The s , the s , the s", "It was the"), text_b=None,
+                         label=np.array([0, 1], np.int32), index=("0", "1"), label_names=None)
+
+    def ids(**options):
+        preprocessor = kbert.BertPreprocessor(str(vocab), **options)
+        tokenized = pipeline.tokenize(rows, preprocessor)
+        return pipeline._compiled(preprocessor, False), tokenized.features["token_ids"].to_list()
+
+    short, short_ids = ids(max_seq_length=5)
+    again, again_ids = ids(max_seq_length=5)
+    long, long_ids = ids(max_seq_length=16)
+    cased, cased_ids = ids(max_seq_length=16, do_lower_case=False)
+    assert again is short and again_ids == short_ids  # traced once for both
+    assert len({id(short), id(long), id(cased)}) == 3
+    the, unk = TINY_VOCAB.index("the"), TINY_VOCAB.index("[UNK]")
+    assert short_ids[0] == [2, the, TINY_VOCAB.index("s"), TINY_VOCAB.index(","), 3]
+    assert len(long_ids[0]) == 10  # [CLS], 8 pieces, [SEP]: not cut at 5
+    assert cased_ids[0][1] == unk and long_ids[0][1] == the  # "The" is not in the vocab
