@@ -186,22 +186,6 @@ def check_documents(files, input_format=TEXT):
                          f"{expected}")
 
 
-def check_utf8(files, fix):
-    """Checks that every line of `files` is UTF-8, for a reader with no `skip_bad_lines`.
-
-    Raises:
-        ValueError: naming the file and line of the first line that is not, and `fix`.
-    """
-    for path in files:
-        with open(path, "rb") as f:
-            for number, raw in enumerate(f, 1):
-                try:
-                    raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise ValueError(f"{path}:{number}: not valid UTF-8 ({e.reason} at byte "
-                                     f"{e.start} of the line) — {fix}") from None
-
-
 def _check_docs(path):
     """Whether a WikiExtractor file has a document with text; raises at an unclosed `<doc>`."""
     opened, expect_title, has_text = None, False, False

@@ -43,13 +43,38 @@ def check_text(path, hint):
             raise ValueError(f"{_not_utf8(path)} — save the file as UTF-8; {hint}") from None
 
 
+def check_utf8(files, fix):
+    """Checks that every line of `files` is UTF-8 (reads them whole), for a reader with no
+    `skip_bad_lines`.
+
+    Raises:
+        ValueError: naming the file and line of the first line that is not, and `fix`.
+    """
+    for path in files:
+        bad = _first_bad_line(path)
+        if bad:
+            number, error, _ = bad
+            raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason} at byte "
+                             f"{error.start} of the line) — {fix}")
+
+
 def _not_utf8(path):
     """`path:line: not UTF-8 (...)` for the first line of `path` that does not decode."""
+    bad = _first_bad_line(path)
+    if not bad:
+        return f"{path}: not UTF-8"
+    number, error, raw = bad
+    return (f"{path}:{number}: not UTF-8 ({error.reason}: byte 0x{raw[error.start]:02x} at "
+            f"column {error.start + 1})")
+
+
+def _first_bad_line(path):
+    """(line number, UnicodeDecodeError, line bytes) of the first line of `path` that is not
+    UTF-8, or None."""
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             try:
                 raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                return (f"{path}:{number}: not UTF-8 ({e.reason}: byte 0x{raw[e.start]:02x} at "
-                        f"column {e.start + 1})")
-    return f"{path}: not UTF-8"
+                return number, e, raw
+    return None

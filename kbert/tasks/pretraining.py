@@ -276,8 +276,8 @@ def check_inputs(config, source=None):
         if not any(os.path.getsize(path) for path in files):
             raise ValueError(f"{pattern}: the input is empty")
         corpus.check_documents(files, config.input_format)
-        corpus.check_utf8(files, "expected UTF-8 text: re-encode the file, or write records "
-                          "with kbert-create-pretraining-data --skip_bad_lines")
+        text_files.check_utf8(files, "expected UTF-8 text: re-encode the file, or write "
+                              "records with kbert-create-pretraining-data --skip_bad_lines")
         length = config.text_config.max_seq_length
         lengths[f"max_seq_length={length}"] = length
     positions = bert_config and bert_config.max_position_embeddings
