@@ -5,6 +5,7 @@ A full disk while writing raises `DiskFull`, which names the file.
 
 import contextlib
 import errno
+import glob
 import json
 import os
 import re
@@ -54,7 +55,7 @@ def atomic_write(path, mode="w", encoding="utf-8"):
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=_partial_prefix(path), suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
             yield f
@@ -66,6 +67,25 @@ def atomic_write(path, mode="w", encoding="utf-8"):
         if is_disk_full(e) and not isinstance(e, DiskFull):
             raise DiskFull(path) from e
         raise
+
+
+def remove_partial_writes(path):
+    """Removes the temporary files `atomic_write` left beside `path` in killed runs; only
+    while holding `path`'s lock, when no other writer can be writing one.
+
+    Returns:
+        list of str, the removed paths.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    pattern = os.path.join(glob.escape(directory), f"{glob.escape(_partial_prefix(path))}*.tmp")
+    removed = sorted(glob.glob(pattern))
+    for partial in removed:
+        os.remove(partial)
+    return removed
+
+
+def _partial_prefix(path):
+    return f".{os.path.basename(os.fspath(path))}."
 
 
 @contextlib.contextmanager

@@ -14,7 +14,6 @@ One run at a time writes an output file, and an existing one is replaced only wi
       --init_checkpoint=uncased_L-12_H-768_A-12 --layers=-1,-2,-3,-4
 """
 
-import glob
 import os
 
 from absl import app
@@ -33,6 +32,7 @@ def main(argv):
     config = CONFIG_FLAGS.config()
     # Here and in _write_features: --help needs no TensorFlow.
     from kbert import artifacts
+    from kbert import io
     from kbert.data import text_files
     from kbert.models.opening import open_model
     from kbert.tokenization import vocab as vocab_lib
@@ -63,10 +63,7 @@ def main(argv):
         if os.path.exists(output) and not config.overwrite:
             raise ValueError(f"{config.output_file}: exists — pass --overwrite to replace it, "
                              "or choose another --output_file")
-        # The lock is held: a temporary of this output is a killed run's partial output.
-        for stale in glob.glob(os.path.join(glob.escape(os.path.dirname(output)),
-                                            f".{glob.escape(os.path.basename(output))}.*.tmp")):
-            os.remove(stale)
+        for stale in io.remove_partial_writes(output):  # the lock is held
             logging.info("%s: removed, the partial output of an interrupted run", stale)
         _write_features(config, source, total)
     logging.info("Wrote %d examples to %s", total, output)
