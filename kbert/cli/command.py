@@ -153,6 +153,14 @@ def _tf_error_line(error):
     return useful[-1] if useful else error.message
 
 
+def _input_error_in_tf_data(error):
+    """The message of a `ValueError` that kbert's input code raised inside a tf.data function
+    (a generator or `numpy_function`: a bad line in the text read mid-run), which TensorFlow
+    re-raises as an `InvalidArgumentError` with the Python traceback in its message; or None."""
+    found = re.findall(r"^ValueError: (.+)$", getattr(error, "message", ""), re.MULTILINE)
+    return found[-1].strip() if found else None
+
+
 def _disk_full_error(error):
     """One line for a full disk: the file, the space it needed (where known), what is free."""
     path = getattr(error, "filename", None)
@@ -197,6 +205,8 @@ def describe(error):
         line = _tf_error_line(error) if hasattr(error, "message") else str(error)
         if type(error).__name__ in _TF_INPUT_ERRORS:
             return 2, f"error: {line}"
+        if _input_error_in_tf_data(error):
+            return 2, f"error: {_input_error_in_tf_data(error)}"
         return 1, (f"error: internal error ({type(error).__name__}): {line} — rerun with "
                    "--verbosity=1 for the traceback")
     return 1, (f"error: internal error ({type(error).__name__}): {error} — rerun with "

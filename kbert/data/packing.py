@@ -18,6 +18,7 @@ Train with `SparseCategoricalCrossentropy(from_logits=True, ignore_class=PAD_LAB
 loss is the mean over the batch's examples, and the per-slot `sample_weight` for metrics.
 """
 
+import itertools
 import math
 import typing
 
@@ -141,38 +142,49 @@ def packed_batches(token_ids, segment_ids, labels, batch_size, max_seq_length, r
 
 
 def packed_training_dataset(tokenized, labels, batch_size, max_seq_length, seed=None):
-    """Packed training batches for `model.fit`, reshuffled and repacked every epoch.
+    """Packed training batches for `fit_resumably`, reshuffled and repacked every epoch.
+
+    Each epoch's shuffle (and so its packing) is a function of (seed, epoch number) only, as
+    `kbert.data.pipeline.training_epochs`: a run resumed at epoch k sees the packed batches
+    that the uninterrupted run saw from epoch k on.
 
     Args:
         tokenized: `kbert.data.pipeline.Tokenized` (ragged token_ids and segment_ids).
         labels: np.ndarray [examples]. Class ids.
         batch_size: int. Examples per step, as unpacked batching.
         max_seq_length: int. Tokens per row at most.
-        seed: int or None. Shuffle seed. Defaults to None.
+        seed: int or None. Shuffle seed; None for a random one (drawn once, so the epochs of
+            one run still differ). Defaults to None.
 
     Returns:
-        (`tf.data.Dataset` of (features, labels [rows, slots], sample_weight [rows, slots]),
-        steps per epoch).
+        (function first_epoch (int, 0-based) -> `tf.data.Dataset` of (features, labels
+        [rows, slots], sample_weight [rows, slots]) of epochs first_epoch, first_epoch + 1,
+        ... without end; steps per epoch).
     """
     token_ids = _rows(tokenized.features["token_ids"])
     segment_ids = _rows(tokenized.features["segment_ids"])
     labels = np.asarray(labels)
-    rng = np.random.default_rng(seed)  # advances across epochs: a new order each one
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (1 << 63))
 
-    def generate():
-        for batch in packed_batches(token_ids, segment_ids, labels, batch_size,
-                                    max_seq_length, rng):
-            yield batch.features, batch.labels, batch.sample_weight
+    def generate(first_epoch):
+        for epoch in itertools.count(int(first_epoch)):
+            rng = np.random.default_rng([seed, epoch])
+            for batch in packed_batches(token_ids, segment_ids, labels, batch_size,
+                                        max_seq_length, rng):
+                yield batch.features, batch.labels, batch.sample_weight
 
     matrix = tf.TensorSpec([None, None], tf.int32)
     signature = ({name: matrix for name in (
         "token_ids", "segment_ids", "padding_mask", "position_ids", "example_ids",
         "cls_positions")}, tf.TensorSpec([None, None], tf.as_dtype(labels.dtype)),
         tf.TensorSpec([None, None], tf.float32))
-    steps = math.ceil(len(labels) / batch_size)
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
-    dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
-    return pipeline.prefetched(dataset), steps
+
+    def from_epoch(first_epoch):
+        return pipeline.prefetched(tf.data.Dataset.from_generator(
+            generate, args=(first_epoch,), output_signature=signature))
+
+    return from_epoch, math.ceil(len(labels) / batch_size)
 
 
 def _rows(ragged):

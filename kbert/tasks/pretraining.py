@@ -372,10 +372,10 @@ def pretraining_input(config, strategy, vocab_file, start_step=0):
     """The training input: TFRecords sharded by file (TensorFlow's AUTO policy), or raw text,
     one byte range per input pipeline (`distribute_datasets_from_function`).
 
-    TFRecords continue at global step `start_step`: a run resumed there (on one worker) sees
-    the batches of the uninterrupted run; the records before it are read again, which is
-    fast. Raw text starts over: pairing and masking it again up to that step would cost about
-    as much input work as the steps took.
+    Both continue at global step `start_step`: a run resumed there (on one worker) sees the
+    batches of the uninterrupted run. The input before it is read again: records are not
+    parsed, and raw text is tokenized and paired but not masked (BENCHMARKS.md, "Resuming
+    from raw text", has what that costs).
     """
     if config.input_format == TFRECORD:
         return record_input.pretraining_dataset(
@@ -389,7 +389,10 @@ def pretraining_input(config, strategy, vocab_file, start_step=0):
             input_context.get_per_replica_batch_size(config.train_batch_size),
             config=config.text_config, pair_task=config.pair_task,
             input_format=config.input_format, do_lower_case=config.do_lower_case,
-            seed=config.seed, input_context=input_context)
+            seed=config.seed, input_context=input_context,
+            # Each step takes one batch for every replica this pipeline feeds.
+            skip_batches=start_step * (input_context.num_replicas_in_sync
+                                       // input_context.num_input_pipelines))
 
     return strategy.distribute_datasets_from_function(dataset_fn)
 

@@ -38,6 +38,8 @@ def test_pack_layout_as_the_module_docstring():
 
 
 def test_training_dataset_packs_every_example_once_per_epoch_and_reshuffles():
+    """Each epoch packs every example once, in its own order, and a stream started at epoch k
+    (a resumed run) gives the batches the stream from epoch 0 gave from epoch k on."""
     rng = np.random.default_rng(0)
     lengths = rng.integers(3, 9, 23)
     rows = [rng.integers(4, 30, n).astype("int32") for n in lengths]
@@ -45,23 +47,27 @@ def test_training_dataset_packs_every_example_once_per_epoch_and_reshuffles():
     tokenized = pipeline.Tokenized({"token_ids": ragged, "segment_ids": ragged * 0,
                                     "padding_mask": ragged * 0 + 1}, lengths)
     labels = np.arange(23) % 2
-    dataset, steps = packing.packed_training_dataset(tokenized, labels, batch_size=5,
-                                                     max_seq_length=16, seed=1)
-    assert steps == 5 and int(dataset.cardinality()) == 5
+    from_epoch, steps = packing.packed_training_dataset(tokenized, labels, batch_size=5,
+                                                        max_seq_length=16, seed=1)
+    assert steps == 5
+    batches = list(from_epoch(0).take(3 * steps).as_numpy_iterator())
     epochs = []
-    for _ in range(2):
+    for epoch in range(3):
         seen = []
-        for features, batch_labels, weight in dataset:
+        for features, batch_labels, weight in batches[epoch * steps:(epoch + 1) * steps]:
             assert features["token_ids"].shape[1] <= 16
-            tokens = features["token_ids"].numpy()
-            for r, s in zip(*np.nonzero(weight.numpy()), strict=True):
+            tokens = features["token_ids"]
+            for r, s in zip(*np.nonzero(weight), strict=True):
                 start = features["cls_positions"][r, s]
-                ids = features["example_ids"][r].numpy() == s + 1
+                ids = features["example_ids"][r] == s + 1
                 example = [i for i in range(23) if np.array_equal(rows[i], tokens[r][ids])]
                 assert tokens[r, start] == rows[example[0]][0]
                 assert batch_labels[r, s] == labels[example[0]]
                 seen.append(example[0])
-            assert int(weight.numpy().sum()) <= 5
+            assert int(weight.sum()) <= 5
         assert sorted(seen) == list(range(23))
         epochs.append(seen)
-    assert epochs[0] != epochs[1]
+    assert epochs[0] != epochs[1] != epochs[2]
+    resumed = list(from_epoch(1).take(2 * steps).as_numpy_iterator())
+    for straight, again in zip(batches[steps:], resumed, strict=True):
+        tf.nest.map_structure(np.testing.assert_array_equal, straight, again)

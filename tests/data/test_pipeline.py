@@ -166,7 +166,7 @@ def test_datasets_for_keras_run_without_tf_data_autotuning():
                                           bucket_boundaries=[6])[0],
                 pipeline.training_epochs(tokenized, labels, 2)[0](1),
                 pipeline.inference_dataset(tokenized, 2)[0],
-                packing.packed_training_dataset(tokenized, labels, 2, 16, seed=0)[0]]
+                packing.packed_training_dataset(tokenized, labels, 2, 16, seed=0)[0](1)]
     for dataset in datasets:
         assert dataset.options().autotune.enabled is False
     plain = tf.data.Dataset.range(5).batch(2)

@@ -130,13 +130,20 @@ def test_run_pretraining_resumes_and_saves_a_google_checkpoint(records, tmp_path
     assert float(tf.reduce_max(tf.abs(trained.get_layer("nsp_head").kernel))) > 0
 
 
-def test_a_resumed_run_on_records_equals_the_uninterrupted_one(records, tmp_path, monkeypatch):
-    """The resumed run reads on from the step it restored, not from the first record again."""
+@pytest.mark.parametrize("input_format", ["tfrecord", "wikiextractor"])
+def test_a_resumed_run_equals_the_uninterrupted_one(records, tmp_path, monkeypatch,
+                                                    input_format):
+    """The resumed run reads on from the step it restored, not from the first record (or the
+    first line of raw text) again."""
     pattern, bert_config, vocab = records
+    raw_text = input_format != "tfrecord"
 
     def run(out):
         return pretraining.run_pretraining(pretraining.PretrainingConfig(
-            input_file=pattern, output_dir=str(out), bert_config_file=bert_config,
+            input_file=WIKI_SAMPLE if raw_text else pattern, input_format=input_format,
+            max_seq_length=SEQ if raw_text else None,
+            max_predictions_per_seq=PREDICTIONS if raw_text else None,
+            output_dir=str(out), bert_config_file=bert_config,
             vocab_file=vocab, train_batch_size=4, learning_rate=5e-2, num_train_steps=4,
             num_warmup_steps=0, save_checkpoints_steps=2, seed=0))
 

@@ -7,6 +7,7 @@ import os
 import re
 
 import pytest
+import tensorflow as tf
 
 from kbert.cli import command as cli
 from tests.tools.runner import ROOT
@@ -137,3 +138,25 @@ def test_exit_statuses_and_messages(tmp_path):
     assert (status, message) == (2, f"error: {tmp_path}/file: is a file, not a directory — "
                                     "give a directory's path")
     assert cli.verbose(["tool", "--verbosity=1"]) and cli.verbose(["tool", "-v", "2"])
+
+
+def test_an_input_error_raised_inside_tf_data_is_an_input_error():
+    """A bad line met mid-run (kbert's check raising ValueError in a tf.data function) is one
+    line and exit 2, as before any work, not an internal error."""
+
+    def read(index):
+        if index == 2:
+            raise ValueError("lat.txt:289: not valid UTF-8 (byte 0xff at column 3)")
+        return index
+
+    dataset = tf.data.Dataset.range(4).map(lambda i: tf.numpy_function(read, [i], tf.int64))
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        list(dataset)
+    assert cli.describe(raised.value) == (
+        2, "error: lat.txt:289: not valid UTF-8 (byte 0xff at column 3)")
+    # Other errors in tf.data functions stay internal errors.
+    dataset = tf.data.Dataset.range(2).map(lambda i: tf.numpy_function(
+        lambda i: [1, 2][i + 5], [i], tf.int64))
+    with pytest.raises(tf.errors.UnknownError) as raised:
+        list(dataset)
+    assert cli.describe(raised.value)[0] == 1

@@ -1,5 +1,6 @@
 """run_classifier.py and run_ner.py killed after an epoch and run again end with exactly the
-model of the uninterrupted run (`kbert.data.pipeline.training_epochs`)."""
+model of the uninterrupted run (`kbert.data.pipeline.training_epochs`; packed rows,
+`kbert.data.packing.packed_training_dataset`)."""
 
 import functools
 import json
@@ -7,6 +8,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 
 from kbert.tasks import backups
 from tests.tools.runner import run_tool
@@ -40,11 +42,12 @@ def assert_resume_is_exact(tool, flags, tmp_path, monkeypatch):
         np.testing.assert_allclose(b, a, atol=1e-6, rtol=0)
 
 
-def test_run_classifier_resumes_exactly(tiny_google_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize("packing", [(), ("--pack_examples",)], ids=["rows", "packed"])
+def test_run_classifier_resumes_exactly(tiny_google_dir, tmp_path, monkeypatch, packing):
     assert_resume_is_exact("run_classifier.py", (
         "--task_name=MRPC", f"--data_dir={FIXTURES}/glue/MRPC",
         f"--init_checkpoint={tiny_google_dir}", "--max_seq_length=16", "--train_batch_size=2",
-        "--learning_rate=1e-3"), tmp_path, monkeypatch)
+        "--learning_rate=1e-3", *packing), tmp_path, monkeypatch)
 
 
 def test_run_ner_resumes_exactly(tiny_google_dir, tmp_path, monkeypatch):

@@ -43,7 +43,7 @@ _PACKED = ("tokens", "candidates", "lengths", "input_mask", "segment_ids",
 def pretraining_text_dataset(files, vocab_file, batch_size, *, config=None, pair_task="nsp",
                              input_format="text", do_lower_case=True, seed=12345, epochs=None,
                              chunk_bytes=1 << 20, shuffle_buffer=10000, skip_bad_lines=False,
-                             input_context=None):
+                             input_context=None, skip_batches=0):
     """Raw text files -> batches of `(inputs, labels, sample_weights)` for `BertPretrainer.fit`.
 
     Args:
@@ -66,6 +66,9 @@ def pretraining_text_dataset(files, vocab_file, batch_size, *, config=None, pair
         skip_bad_lines: bool. Skip lines that are not UTF-8. Defaults to False.
         input_context: `tf.distribute.InputContext` or None. This worker reads the byte range
             `input_pipeline_id` of `num_input_pipelines` equal ranges of the input.
+        skip_batches: int. Batches to leave out first: a run resumed at global step k passes
+            k and sees the batches of the uninterrupted run from there on. The text before
+            them is tokenized and paired again, not masked. Defaults to 0.
 
     Returns:
         `tf.data.Dataset` of (inputs, labels, sample_weights), as
@@ -74,7 +77,8 @@ def pretraining_text_dataset(files, vocab_file, batch_size, *, config=None, pair
     ds = text_instances(files, vocab_file, batch_size, config=config, pair_task=pair_task,
                         input_format=input_format, do_lower_case=do_lower_case, seed=seed,
                         epochs=epochs, chunk_bytes=chunk_bytes, shuffle_buffer=shuffle_buffer,
-                        skip_bad_lines=skip_bad_lines, input_context=input_context)
+                        skip_bad_lines=skip_bad_lines, input_context=input_context,
+                        skip_batches=skip_batches)
 
     def to_inputs(batch):
         inputs, labels, weights = features_lib.to_pretraining_inputs(batch)
@@ -89,7 +93,7 @@ def pretraining_text_dataset(files, vocab_file, batch_size, *, config=None, pair
 def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp",
                    input_format="text", do_lower_case=True, seed=12345, epochs=None,
                    chunk_bytes=1 << 20, shuffle_buffer=10000, skip_bad_lines=False,
-                   input_context=None, drop_remainder=True):
+                   input_context=None, drop_remainder=True, skip_batches=0):
     """Raw text -> batches of masked instances with Google's feature names (int32/float32).
 
     The arguments are `pretraining_text_dataset`'s, plus `drop_remainder` (bool, default
@@ -110,6 +114,8 @@ def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp
                          f"{input_format!r}")
     if epochs is not None and epochs < 1:
         raise ValueError(f"epochs must be positive or None, got {epochs}")
+    if skip_batches < 0:
+        raise ValueError(f"skip_batches must be >= 0, got {skip_batches}")
     vocab = instances.MaskingVocab.from_tokens(tokenization.load_vocab(vocab_file).tokens)
     byte_range = _worker_range(corpus.list_input_files(files), input_context)
     worker = byte_range.index
@@ -155,7 +161,8 @@ def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp
     ds = ds.flat_map(tf.data.Dataset.from_tensor_slices)
     if shuffle_buffer:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder).enumerate()
+    # Skipped before masking: a resumed run pays for reading and pairing its text again only.
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder).enumerate().skip(skip_batches)
     is_continuation = tf.constant(vocab.is_continuation)
     base = tf.constant([seed, worker], tf.int64)
 
