@@ -1,6 +1,7 @@
 """BertTask: what every kbert head on a `BertEncoder` shares, as keras-hub's `Task`."""
 
 import keras
+import tensorflow as tf
 
 from kbert import checkpoints
 from kbert.models.encoder import BertEncoder
@@ -16,7 +17,8 @@ class BertTask(keras.Model):
     per name of `CONFIG_KEYS`: its constructor arguments besides `encoder` and `dtype`. The
     base saves and restores the encoder and those arguments (`get_config`, `from_config`),
     gives `compile` its "auto" defaults (the subclass supplies `default_loss` and
-    `default_metrics`), and builds the optimizer before `fit` traces the train step. The
+    `default_metrics`), and builds the optimizer, loss and metrics before `fit` (or
+    `evaluate`) traces its step, so the step is traced once. The
     subclass's `from_google_checkpoint` declares its own arguments and calls
     `_from_google_checkpoint`; `from_preset` is the same by release name.
     """
@@ -61,16 +63,29 @@ class BertTask(keras.Model):
         if self.built:
             self.optimizer.build(self.trainable_variables)
 
-    def fit(self, *args, **kwargs):
-        # Without a distribution strategy Keras builds the optimizer inside the first trace of
-        # the train step, and TensorFlow then traces the whole step a second time because that
-        # trace created variables: ~12 s more at the start of every `fit` of a MiniLM
-        # classifier on 2 CPU cores (BENCHMARKS.md, "The AdamW update compiled per weight
-        # shape"). Under a strategy Keras builds it first, as here.
+    def fit(self, x=None, *args, **kwargs):
+        # Without a distribution strategy Keras builds the optimizer, and the compiled loss
+        # and metrics, inside the first trace of the train step, and TensorFlow then traces
+        # the whole step a second time because that trace created variables: ~12 s more at
+        # the start of every `fit` of a MiniLM classifier on 2 CPU cores for the optimizer
+        # (BENCHMARKS.md, "The AdamW update compiled per weight shape"), a second full trace
+        # for the metrics. Under a strategy Keras builds them first, as here.
         if self.optimizer is not None and not self.optimizer.built:
             with self.distribute_strategy.scope():
                 self.optimizer.build(self.trainable_variables)
-        return super().fit(*args, **kwargs)
+        self._build_compiled_state(x)
+        return super().fit(x, *args, **kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        self._build_compiled_state(x)  # as in `fit`: one trace of the test step, not two
+        return super().evaluate(x, *args, **kwargs)
+
+    def _build_compiled_state(self, x):
+        """Builds the compiled loss and metrics from a dataset's element spec before the
+        first trace, as Keras' `fit` does under a strategy (its `_symbolic_build`, which it
+        skips without one). Other inputs are left to Keras."""
+        if self._distribute_strategy is None and isinstance(x, tf.data.Dataset):
+            self._symbolic_build(data_batch=x.element_spec)
 
     @classmethod
     def _from_google_checkpoint(cls, path, config, encoder_kwargs, new_head=True,

@@ -5,6 +5,7 @@ import os
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import kbert
 from kbert.checkpoints import releases
@@ -123,3 +124,34 @@ def test_fit_builds_the_optimizer_before_tracing_the_train_step_once(tiny_encode
     model.fit(x, rng.integers(0, 2, 4), batch_size=2, epochs=2, verbose=0)
     assert traces == [True]
     assert int(model.optimizer.iterations) == 4
+
+
+def test_fit_and_evaluate_build_string_metrics_before_tracing_once(tiny_encoder):
+    """Without a strategy, a metric given by name ("accuracy") is made by Keras inside the
+    first trace, and TensorFlow would trace the step again; on a dataset kbert builds it
+    first, so the train step (a model that fits) and the test step (another that only
+    evaluates) are each traced once."""
+    rng = np.random.default_rng(0)
+    x = {"token_ids": rng.integers(1, 31, (4, 7)).astype("int32"),
+         "segment_ids": np.zeros((4, 7), "int32"), "padding_mask": np.ones((4, 7), "int32")}
+    dataset = tf.data.Dataset.from_tensor_slices((x, rng.integers(0, 2, 4))).batch(2)
+    traces = []
+
+    def model_counting(step_name):
+        model = BertClassifier(tiny_encoder, 2)
+        model.compile(optimizer=kbert.create_optimizer(1e-3, 10, 1),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["accuracy"])
+        step = getattr(model, step_name)
+
+        def counted(data):
+            traces.append(step_name)
+            return step(data)
+
+        setattr(model, step_name, counted)
+        return model
+
+    history = model_counting("train_step").fit(dataset, epochs=2, verbose=0)
+    scores = model_counting("test_step").evaluate(dataset, verbose=0, return_dict=True)
+    assert traces == ["train_step", "test_step"]
+    assert set(scores) == {"loss", "accuracy"} and "accuracy" in history.history

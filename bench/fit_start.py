@@ -1,0 +1,98 @@
+"""The start of `fit` on a kbert task model built outside a distribution strategy.
+
+Keras builds the optimizer and the compiled loss and metrics inside the first trace of the
+train step when the model has no strategy, and TensorFlow then traces the step a second time.
+`BertTask.fit` (and `evaluate`) builds them first. This times a first `fit` of a few steps,
+tracing included, of a MiniLM-shaped `BertClassifier` (random weights, `metrics=["accuracy"]`,
+BERT's AdamW), each side in a fresh process, alternating, and counts the traces of the train
+step:
+
+  kbert            `BertTask.fit`: optimizer, loss and metrics built before the first trace
+  optimizer_only   the optimizer built first, then `keras.Model.fit` (kbert before 2026-11-28)
+  keras            `keras.Model.fit` alone: everything built inside the first trace
+
+  python -m bench.fit_start --rounds=3
+"""
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+from bench import runs
+
+_ROUNDS = flags.DEFINE_integer("rounds", 3, "Fresh processes per side.")
+_STEPS = flags.DEFINE_integer("steps", 3, "Steps of the timed fit.")
+_SEQ = flags.DEFINE_integer("seq_length", 64, "Tokens per example.")
+_BATCH = flags.DEFINE_integer("batch_size", 32, "Examples per step.")
+_SIDE = flags.DEFINE_enum("side", None, ["kbert", "optimizer_only", "keras"],
+                          "Internal: time one side here.")
+_OUTPUT = flags.DEFINE_string("output", None, "Write results as JSON here.")
+
+
+def time_one_side(side):
+    import keras
+    import numpy as np
+    import tensorflow as tf
+    from keras.src.backend.tensorflow import trainer
+
+    import kbert
+
+    traces = []
+    train_step = trainer.TensorFlowTrainer.train_step
+    trainer.TensorFlowTrainer.train_step = lambda self, data: (
+        traces.append(1), train_step(self, data))[1]
+    keras.utils.set_random_seed(0)
+    encoder = kbert.BertEncoder(vocabulary_size=30522, num_layers=6, num_heads=12,
+                                hidden_dim=384, intermediate_dim=1536,
+                                max_sequence_length=512)
+    model = kbert.BertClassifier(encoder, 2)
+    model.compile(optimizer=kbert.create_optimizer(1e-4, 100, 10),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    rng = np.random.default_rng(0)
+    shape = (_BATCH.value, _SEQ.value)
+    inputs = {"token_ids": rng.integers(1000, 30000, shape).astype("int32"),
+              "segment_ids": np.zeros(shape, "int32"), "padding_mask": np.ones(shape, "int32")}
+    dataset = tf.data.Dataset.from_tensors((inputs, np.zeros(_BATCH.value, "int32")))
+    dataset = dataset.repeat(_STEPS.value)
+    start = time.perf_counter()
+    if side == "kbert":
+        model.fit(dataset, epochs=1, verbose=0)
+    else:
+        if side == "optimizer_only":
+            model.optimizer.build(model.trainable_variables)
+        keras.Model.fit(model, dataset, epochs=1, verbose=0)
+    return {"seconds": time.perf_counter() - start, "train_step_traces": len(traces)}
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    if _SIDE.value:
+        print("RESULT " + json.dumps(time_one_side(_SIDE.value)))
+        return
+    results = {"kbert": [], "optimizer_only": [], "keras": []}
+    for _ in range(_ROUNDS.value):
+        for side in results:
+            out = subprocess.run(
+                [sys.executable, "-m", "bench.fit_start", f"--side={side}",
+                 f"--steps={_STEPS.value}", f"--seq_length={_SEQ.value}",
+                 f"--batch_size={_BATCH.value}"],
+                capture_output=True, text=True, check=True).stdout
+            results[side].append(json.loads(out.split("RESULT ", 1)[1]))
+    summary = {side: {"median_seconds": round(statistics.median(r["seconds"] for r in rows), 2),
+                      "seconds": [round(r["seconds"], 2) for r in rows],
+                      "train_step_traces": rows[0]["train_step_traces"]}
+               for side, rows in results.items()}
+    summary["settings"] = {"steps": _STEPS.value, "batch_size": _BATCH.value,
+                           "seq_length": _SEQ.value, "shape": "MiniLM (6 x 384)"}
+    runs.report(summary, _OUTPUT.value, indent=2)
+
+
+if __name__ == "__main__":
+    app.run(main)
