@@ -4,8 +4,6 @@ import keras
 import keras_nlp
 import tensorflow as tf
 
-from kbert.layers import layer_norm as layer_norm_lib
-
 # Google's modeling.py normalises with tf.contrib.layers.layer_norm, whose epsilon is 1e-12.
 LAYER_NORM_EPSILON = 1e-12
 
@@ -79,8 +77,7 @@ class BertEmbeddings(keras.layers.Layer):
         words = self._word_embeddings(token_ids)
         positions = self.position_embedding(words, positions=position_ids)
         x = words + positions + self.segment_embedding(segment_ids)
-        return self.dropout_layer(layer_norm_lib.layer_norm(self.layer_norm, x, training),
-                                  training=training)
+        return self.dropout_layer(self.layer_norm(x), training=training)
 
     def _word_embeddings(self, token_ids):
         """`self.token_embedding(token_ids)`, gathered from the table variable itself.

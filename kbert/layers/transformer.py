@@ -4,8 +4,6 @@ import keras
 import keras_nlp
 import tensorflow as tf
 
-from kbert.layers import gelu
-from kbert.layers import layer_norm
 from kbert.layers.embeddings import LAYER_NORM_EPSILON
 
 
@@ -142,14 +140,10 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
             query, keys, (batch, query_length, length),
             self._attention_bias(padding_mask, attention_mask, query_length), training)
         x = self._self_attention_dropout(x, training=training)
-        x = layer_norm.layer_norm(self._self_attention_layer_norm, query + x, training)
+        x = self._self_attention_layer_norm(query + x)
         intermediate = self._feedforward_intermediate_dense
-        activation = intermediate.activation
-        if training and self.activation_name == "gelu":
-            activation = gelu.gelu_approximate_for_training  # the same values, a faster gradient
-        y = dense(self._feedforward_output_dense, activation(dense(intermediate, x)))
-        x = layer_norm.layer_norm(self._feedforward_layer_norm,
-                                  x + self._feedforward_dropout(y, training=training), training)
+        y = dense(self._feedforward_output_dense, intermediate.activation(dense(intermediate, x)))
+        x = self._feedforward_layer_norm(x + self._feedforward_dropout(y, training=training))
         x = keras.ops.reshape(x, (batch, query_length, hidden))
         return (x, probs) if return_attention_scores else x
 
