@@ -68,8 +68,9 @@ class BertTask(keras.Model):
         # and metrics, inside the first trace of the train step, and TensorFlow then traces
         # the whole step a second time because that trace created variables: ~12 s more at
         # the start of every `fit` of a MiniLM classifier on 2 CPU cores for the optimizer
-        # (BENCHMARKS.md, "The AdamW update compiled per weight shape"), a second full trace
-        # for the metrics. Under a strategy Keras builds them first, as here.
+        # (BENCHMARKS.md, "The AdamW update compiled per weight shape"); for a metric given by
+        # name, 1.3 s more (BENCHMARKS.md, "The first `fit` outside a strategy"). Under a
+        # strategy Keras builds them first, as here.
         if self.optimizer is not None and not self.optimizer.built:
             with self.distribute_strategy.scope():
                 self.optimizer.build(self.trainable_variables)
