@@ -205,8 +205,8 @@ def describe(error):
         line = _tf_error_line(error) if hasattr(error, "message") else str(error)
         if type(error).__name__ in _TF_INPUT_ERRORS:
             return 2, f"error: {line}"
-        if _input_error_in_tf_data(error):
-            return 2, f"error: {_input_error_in_tf_data(error)}"
+        if message := _input_error_in_tf_data(error):
+            return 2, f"error: {message}"
         return 1, (f"error: internal error ({type(error).__name__}): {line} — rerun with "
                    "--verbosity=1 for the traceback")
     return 1, (f"error: internal error ({type(error).__name__}): {error} — rerun with "
