@@ -7,7 +7,7 @@ Conventions, for whoever writes a README or docs/ block or an `Example:`:
   (a reader copies a block on its own, so it imports what it uses), all in one temporary
   working directory per page: a file that one block writes (an export, a checkpoint) is there
   for the blocks after it.
-- That directory is a tiny Google release: a random BERT of TINY_CONFIG's sizes (but 512
+- That directory is a tiny Google release: a random BERT of TINY_RELEASE_CONFIG's sizes (but 512
   positions) with pretraining heads and BERT's real 30,522-entry uncased vocab, so `vocab.txt`,
   `bert_config.json` and `bert_model.ckpt` are in it, and every Google release name a block
   mentions (anything like `uncased_L-12_H-768_A-12`, `cased_L-24_H-1024_A-16`,
@@ -38,7 +38,7 @@ import tensorflow as tf
 
 import kbert
 from kbert.data import squad
-from tests.conftest import TINY_CONFIG
+from tests.conftest import TINY_RELEASE_CONFIG
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 DOCS = os.path.join(ROOT, "docs")
@@ -78,7 +78,7 @@ def run_block(code, filename, first_line, namespace, cwd):
 def tiny_release(tmp_path_factory, minilm_dir):
     """A Google release directory of a random tiny BERT with pretraining heads."""
     directory = tmp_path_factory.mktemp("tiny_release")
-    config = kbert.BertConfig(**{**TINY_CONFIG, "vocab_size": 30522,
+    config = kbert.BertConfig(**{**TINY_RELEASE_CONFIG, "vocab_size": 30522,
                                  "max_position_embeddings": 512})
     keras.utils.set_random_seed(0)
     pretrainer = kbert.BertPretrainer(kbert.BertEncoder(**config.encoder_kwargs()))

@@ -14,7 +14,7 @@ from bert import tokenization as google_tokenization
 import kbert
 from kbert import vocab_expansion
 from kbert.checkpoints import tf1
-from tests.conftest import TINY_CONFIG
+from tests.conftest import TINY_RELEASE_CONFIG
 from tests.oracle import google_bert
 from tests.tools.runner import run_tool
 from tests.tools.runner import run_tool_in_subprocess
@@ -26,7 +26,7 @@ NEW = ["covid-19", "SARS-CoV-2", "immunotherapy", "nanobody", "the"]  # "the" is
 def real_vocab_release(minilm_dir, tmp_path_factory):
     """A tiny pretrainer (H=12) over the real 30,522-token vocab, saved as a Google release."""
     keras.utils.set_random_seed(1)
-    config = kbert.BertConfig(**dict(TINY_CONFIG, vocab_size=30522))
+    config = kbert.BertConfig(**dict(TINY_RELEASE_CONFIG, vocab_size=30522))
     model = kbert.BertPretrainer(kbert.BertEncoder(**config.encoder_kwargs()))
     bias = model.mlm_head._bias
     bias.assign(np.random.RandomState(0).normal(0, 1, bias.shape).astype("float32"))

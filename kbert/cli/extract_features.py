@@ -48,8 +48,9 @@ def main(argv):
                              f"model's max_position_embeddings={positions}")
     outside = [str(i) for i in config.layers if not -depth <= i < depth]
     if outside and not config.sentence_vectors:
-        raise app.UsageError(f"--layers {','.join(outside)}: the model has {depth} layers "
-                             f"(indices -{depth} to {depth - 1})")
+        has = ("1 layer (index -1 or 0)" if depth == 1
+               else f"{depth} layers (indices -{depth} to {depth - 1})")
+        raise app.UsageError(f"--layers {','.join(outside)}: the model has {has}")
     output = os.path.abspath(config.output_file)
     artifacts.check_not_input(os.path.dirname(output), [("input_file", config.input_file)],
                               [os.path.basename(output)])

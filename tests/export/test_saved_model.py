@@ -414,13 +414,13 @@ def test_assets_carry_vocab_and_labels(served):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from tests.conftest import TINY_CONFIG
+    from tests.conftest import TINY_RELEASE_CONFIG
     from tests.conftest import TINY_VOCAB
     directory = tmp_path_factory.mktemp("tiny_vocab")
     vocab = directory / "vocab.txt"
     vocab.write_text("".join(t + "\n" for t in TINY_VOCAB), encoding="utf-8")
     keras.utils.set_random_seed(0)
-    encoder = kbert.BertEncoder(**kbert.BertConfig(**TINY_CONFIG).encoder_kwargs())
+    encoder = kbert.BertEncoder(**kbert.BertConfig(**TINY_RELEASE_CONFIG).encoder_kwargs())
     return encoder, str(vocab)
 
 

@@ -6,7 +6,7 @@ import re
 import keras
 
 import kbert
-from tests.conftest import TINY_CONFIG
+from tests.conftest import TINY_RELEASE_CONFIG
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "chinese",
                        "chnsenticorp_train_head.tsv")
@@ -23,7 +23,8 @@ def test_chinese_notebook_runs(run_notebook, minilm_dir, tmp_path):
         f"{i}\t{row}\n" for i, row in enumerate(rows[200:])), "utf-8")
     # A tiny random BERT with the real uncased vocab (994 [unused] slots, few CJK characters).
     checkpoint = tmp_path / "tiny_google"
-    config = kbert.BertConfig(**dict(TINY_CONFIG, vocab_size=30522, max_position_embeddings=48))
+    config = kbert.BertConfig(**dict(TINY_RELEASE_CONFIG, vocab_size=30522,
+                                     max_position_embeddings=48))
     keras.utils.set_random_seed(0)
     kbert.save_google_checkpoint(kbert.BertEncoder(**config.encoder_kwargs()),
                                  str(checkpoint / "bert_model.ckpt"),

@@ -116,6 +116,9 @@ def test_tool_writes_npy_and_jsonl(release, tmp_path):
     assert len((tmp_path / "f.jsonl").read_text().splitlines()) == len(LINES)
     result = run_tool(*common, f"--output_file={tmp_path / 'x.npy'}")
     assert result.returncode != 0 and "must end in .jsonl" in result.stderr
+    result = run_tool(*common, f"--output_file={tmp_path / 'f.jsonl'}", "--layers=-1,-3")
+    assert result.returncode == 2
+    assert "--layers -3: the model has 2 layers (indices -2 to 1)" in result.stderr
 
 
 def test_texts_in_the_preprocessor_convention(release):

@@ -301,7 +301,7 @@ CASES = [
     ("features_longer_than_positions", features("the man\n", "--max_seq_length=17"), 2,
      "--max_seq_length=17 is longer than the model's max_position_embeddings=16"),
     ("features_layer_outside_the_model", features("the man\n", "--layers=-1,-3"), 2,
-     "--layers -3: the model has 2 layers (indices -2 to 1)"),
+     "--layers -3: the model has 1 layer (index -1 or 0)"),
     # --- pretraining records
     ("records_glob_matches_the_sidecar", records_then(
         lambda tmp, output: f"{output}*"), 0, ""),

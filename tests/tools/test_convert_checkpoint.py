@@ -85,12 +85,12 @@ def release_copy(tiny_google_dir, tmp_path, change=None):
 
 def test_release_missing_a_variable_is_refused(tiny_google_dir, tmp_path):
     release = release_copy(tiny_google_dir, tmp_path,
-                           lambda t: t.pop("bert/encoder/layer_1/output/dense/bias"))
+                           lambda t: t.pop("bert/encoder/layer_0/output/dense/bias"))
     result = run(f"--input={release}", f"--output_dir={tmp_path}/hf", "--to=huggingface")
     assert result.returncode == 2
     assert (f"error: {release}/bert_model.ckpt: checkpoint does not match the config"
             in result.stderr)
-    assert "missing from the checkpoint (1):\n    bert/encoder/layer_1/output/dense/bias" \
+    assert "missing from the checkpoint (1):\n    bert/encoder/layer_0/output/dense/bias" \
         in result.stderr
     assert not os.path.exists(tmp_path / "hf")
 
