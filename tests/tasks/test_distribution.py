@@ -73,23 +73,28 @@ def fit(strategy):
             "output_dir": strategies.worker_output_dir("out", strategy)}
 
 
+def glue_settings(google_dir):
+    return dict(task_name="MRPC", init_checkpoint=google_dir, max_seq_length=16,
+                eval_batch_size=3, allow_untrained_head=True,
+                data_dir=os.path.join(ROOT, "tests", "fixtures", "glue", "MRPC"))
+
+
+def glue_eval(google_dir, output_dir, strategy):
+    """The GLUE recipe's dev scores and test predictions on MRPC under `strategy`."""
+    run = glue.run_glue(glue.GlueConfig(
+        output_dir=os.path.join(output_dir, strategy), do_eval=True, do_predict=True,
+        distribution_strategy=strategy, **glue_settings(google_dir)))
+    return {"eval": run["eval"]["dev"], "predictions": open(run["predict"]["MRPC"]).read()}
+
+
 def glue_runs(google_dir, output_dir):
-    """The GLUE recipe on MRPC: evaluated on one device and mirrored; trained mirrored."""
-    settings = dict(task_name="MRPC", data_dir=os.path.join(ROOT, "tests", "fixtures", "glue",
-                                                            "MRPC"),
-                    init_checkpoint=google_dir, max_seq_length=16, eval_batch_size=3,
-                    allow_untrained_head=True)
-    evals = {name: glue.run_glue(glue.GlueConfig(
-        output_dir=os.path.join(output_dir, name), do_eval=True, do_predict=True,
-        distribution_strategy=name, **settings)) for name in ("one_device", "mirrored")}
+    """The GLUE recipe on MRPC, mirrored: evaluated, and trained in mixed bfloat16."""
     trained = glue.run_glue(glue.GlueConfig(
         output_dir=os.path.join(output_dir, "train"), do_train=True,
         train_batch_size=4, num_train_epochs=1, max_train_examples=6, learning_rate=1e-3,
-        distribution_strategy="mirrored", mixed_precision="mixed_bfloat16", **settings))
-    return {"eval": {name: run["eval"]["dev"] for name, run in evals.items()},
-            "predictions": {name: open(run["predict"]["MRPC"]).read()
-                            for name, run in evals.items()},
-            "train": trained["train"]}
+        distribution_strategy="mirrored", mixed_precision="mixed_bfloat16",
+        **glue_settings(google_dir)))
+    return {"mirrored": glue_eval(google_dir, output_dir, "mirrored"), "train": trained["train"]}
 
 
 def text_input_resumed(strategy):
@@ -121,8 +126,7 @@ def _main(mode, *args):
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        result = {"one_device": fit(strategies.make_strategy("one_device")),
-                  "mirrored": fit(strategies.make_strategy("mirrored")),
+        result = {"mirrored": fit(strategies.make_strategy("mirrored")),
                   "glue": glue_runs(*args),
                   "text_input": text_input_resumed(strategies.make_strategy("mirrored"))}
     else:  # a worker of the cluster in TF_CONFIG
@@ -160,18 +164,17 @@ def one_device():
 
 
 def test_mirrored_on_two_devices_trains_as_one_device(one_device, tiny_google_dir, tmp_path):
-    results = _result(_run_module("mirrored", tiny_google_dir, str(tmp_path)))
-    assert results["one_device"]["replicas"] == 1 and results["mirrored"]["replicas"] == 2
+    results = _result(_run_module("mirrored", tiny_google_dir, str(tmp_path / "mirrored")))
+    assert one_device["replicas"] == 1 and results["mirrored"]["replicas"] == 2
     # The loss moves (so the comparison means something) ...
     assert abs(one_device["losses"][-1] - one_device["losses"][0]) > 0.05
     # ... and is the same on 2 replicas of 2 examples as on 1 device of 4.
-    _assert_same_training(results["mirrored"], results["one_device"])
-    _assert_same_training(results["one_device"], one_device)
+    _assert_same_training(results["mirrored"], one_device)
     # The GLUE recipe on 2 replicas: evaluation batches of 3 (and a last one of 2) split
     # unevenly, yet the predictions come back in order, equal to one device's.
-    run = results["glue"]
-    assert run["predictions"]["mirrored"] == run["predictions"]["one_device"]
-    assert run["eval"]["mirrored"] == pytest.approx(run["eval"]["one_device"], rel=1e-5)
+    run, alone = results["glue"], glue_eval(tiny_google_dir, str(tmp_path), "one_device")
+    assert run["mirrored"]["predictions"] == alone["predictions"]
+    assert run["mirrored"]["eval"] == pytest.approx(alone["eval"], rel=1e-5)
     assert run["train"]["steps"] == 2 and np.isfinite(run["train"]["final_loss"])
     # Raw-text pretraining input on 2 replicas resumes where it stopped, on each replica.
     assert results["text_input"] == {"replicas": 2, "same": True, "differs_from_step_0": True}
