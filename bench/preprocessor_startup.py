@@ -42,7 +42,7 @@ for kind, inputs in (("pair", (texts, texts)), ("single", (texts,))):
     start = time.perf_counter()
     function(*inputs)
     seconds[f"{kind}_first_call"] = time.perf_counter() - start
-print("RESULT " + json.dumps(seconds))
+print(json.dumps(seconds))
 """
 
 
@@ -50,8 +50,7 @@ def one_round():
     result = subprocess.run(
         [sys.executable, "-c", _ROUND, runs.minilm_vocab(), str(_MAX_SEQ_LENGTH.value)],
         capture_output=True, text=True, check=True, env=runs.child_env())
-    line = next(x for x in result.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def main(argv):
