@@ -9,6 +9,7 @@ import keras
 import pytest
 
 import kbert
+from tests.eager import functions_run_eagerly
 
 # Property tests draw the same examples on every run (CI must not fail by chance); run with
 # --hypothesis-profile=explore to search afresh.
@@ -36,6 +37,17 @@ def collect_garbage_after_each_module():
     """
     yield
     gc.collect()
+
+
+@pytest.fixture
+def eager_functions(request):
+    """The test's `tf.function`s run eagerly (tests/eager.py says which tests and why), unless
+    it is marked `traced`."""
+    if request.node.get_closest_marker("traced"):
+        yield
+        return
+    with functions_run_eagerly():
+        yield
 
 
 @pytest.fixture

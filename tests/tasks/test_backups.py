@@ -13,6 +13,9 @@ import pytest
 from kbert import io
 from kbert.tasks import backups
 
+# What the recipe reads, writes and resumes; the traced step has its own tests (tests/eager.py).
+pytestmark = pytest.mark.usefixtures("eager_functions")
+
 X, Y = np.ones((8, 3), "float32"), np.zeros((8, 1), "float32")
 
 

@@ -15,6 +15,9 @@ from tests.oracle import google_bert
 from tests.tools.runner import run_tool
 from tests.tools.runner import run_tool_in_subprocess
 
+# What the recipe reads, writes and resumes; the traced step has its own tests (tests/eager.py).
+pytestmark = pytest.mark.usefixtures("eager_functions")
+
 # 31 entries: the tiny config's vocab_size.
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog",
          "ran", "a", "big", "red", "ball", "##s", "##ed", "##ing", "play", "jump", "over", "and",

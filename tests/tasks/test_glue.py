@@ -19,6 +19,9 @@ from kbert.tasks import fine_tuning
 from kbert.tasks import glue
 from kbert.tokenization import vocab as vocab_lib
 
+# What the recipe reads, writes and resumes; the traced step has its own tests (tests/eager.py).
+pytestmark = pytest.mark.usefixtures("eager_functions")
+
 GLUE_DIR = os.path.join(os.path.dirname(__file__), "..", "fixtures", "glue")
 
 
@@ -256,6 +259,7 @@ def test_pack_examples_validation(tmp_path):
                distribution_strategy="mirrored")
 
 
+@pytest.mark.traced  # the steps in one traced loop
 def test_steps_per_execution_gives_the_same_run(tiny_google_dir, tmp_path):
     """4 steps in one graph call or one by one: the same batches, the same weights."""
     one, one_weights = _one_step_run(tmp_path, tiny_google_dir, "one", train_batch_size=2)

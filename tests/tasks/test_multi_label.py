@@ -17,6 +17,9 @@ from kbert.tasks import configs
 from kbert.tasks import multi_label
 from tests.tools.runner import run_tool
 
+# What the recipe reads, writes and resumes; the traced step has its own tests (tests/eager.py).
+pytestmark = pytest.mark.usefixtures("eager_functions")
+
 LABELS = ("news", "quote", "said")
 # Texts of the tiny vocab; a label is there when its cue word is: "said" -> said, '"' -> quote,
 # "the" -> news. Some rows have none, some all three.

@@ -15,6 +15,9 @@ from tests.tasks.test_glue import assert_google_checkpoint
 from tests.tasks.test_glue import assert_kept_epoch
 from tests.tasks.test_glue import scripted_dev_scores
 
+# What the recipe reads, writes and resumes; the traced step has its own tests (tests/eager.py).
+pytestmark = pytest.mark.usefixtures("eager_functions")
+
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "conll")
 
 

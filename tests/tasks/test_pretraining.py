@@ -14,6 +14,9 @@ from kbert import data
 from kbert.tasks import backups
 from kbert.tasks import pretraining
 
+# What the recipe reads, writes and resumes; the traced step has its own tests (tests/eager.py).
+pytestmark = pytest.mark.usefixtures("eager_functions")
+
 WIKI_SAMPLE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "enwiki_wiki_29_head.txt")
 # A tiny BERT on the real 30,522-token vocab (every other size distinct).
 TINY = dict(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

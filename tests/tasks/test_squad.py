@@ -22,6 +22,9 @@ from tests.tasks.test_glue import assert_google_checkpoint
 from tests.tasks.test_glue import assert_kept_epoch
 from tests.tasks.test_glue import scripted_dev_scores
 
+# What the recipe reads, writes and resumes; the traced step has its own tests (tests/eager.py).
+pytestmark = pytest.mark.usefixtures("eager_functions")
+
 # A context of 40 words (52 pieces) with 12 questions, and a short one with 2.
 WORDS = TESLA_WORDS + [f"w{i}" for i in range(30)]
 CONTEXT = TESLA + " " + " ".join(f"w{i}" for i in range(30)) + " The leader was born in 1895."

@@ -4,7 +4,8 @@
 test's own process, with its absl flags parsed from the argument list, and returns what a
 subprocess would: the exit status and the text written to stdout and stderr. TensorFlow and
 Keras are imported once per test worker instead of once per run, so most tool tests take a
-second or two instead of ten.
+second or two instead of ten. Its `tf.function`s run eagerly unless the test asks for the
+traced step (`eager=False`); tests/eager.py says why.
 
 `run_tool_in_subprocess` is the real entry point (`python tools/<name> ...`): one smoke test per
 tool uses it, and so do the tests that need a fresh process (a kill, TensorFlow's C++ start-up
@@ -26,6 +27,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from tests.eager import functions_run_eagerly
 from tests.limits import SUBPROCESS_TIMEOUT
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -48,13 +50,15 @@ class ToolResult:
     stderr: str
 
 
-def run_tool(name, *args, env=None):
+def run_tool(name, *args, env=None, eager=True):
     """Runs `tools/<name> *args` in this process.
 
     Args:
         name: str. The tool's file name, e.g. "run_classifier.py".
         *args: the command-line arguments (converted with str).
         env: dict or None. Environment variables set for the run only.
+        eager: bool. Run `tf.function`s eagerly; False traces them, as a user's run does
+            (for what only the traced step shows, such as XLA).
 
     Returns:
         `ToolResult`.
@@ -73,8 +77,10 @@ def run_tool(name, *args, env=None):
     # (free_memory=False: its gc.collect() costs ~0.3 s a run; Python collects as it goes.)
     keras.backend.clear_session(free_memory=False)
     returncode = 0
+    execution = functions_run_eagerly() if eager else contextlib.nullcontext()
     try:
-        with mock.patch.dict(os.environ, env or {}), mock.patch.object(sys, "argv", argv), \
+        with execution, mock.patch.dict(os.environ, env or {}), \
+                mock.patch.object(sys, "argv", argv), \
                 mock.patch.object(sys, "path", [TOOLS, *sys.path]), \
                 contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             python_handler.stream = stderr
