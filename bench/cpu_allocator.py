@@ -13,8 +13,6 @@ milliseconds per call of two probes:
   python -m bench.cpu_allocator --rounds=2
 """
 
-import json
-import subprocess
 import sys
 
 from absl import app
@@ -69,9 +67,8 @@ print(json.dumps({"elementwise": measure(lambda: elementwise(x)), "fit": measure
 
 def _child(setting):
     env = dict(runs.child_env(), TF_CPU_ALLOCATOR_USE_BFC=setting)
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(_STEPS.value)], env=env,
-                         capture_output=True, text=True, check=True, cwd=runs.ROOT)
-    return json.loads(out.stdout.splitlines()[-1])
+    return runs.child_result([sys.executable, "-c", _CHILD, str(_STEPS.value)], env=env,
+                             cwd=runs.ROOT)
 
 
 def main(argv):

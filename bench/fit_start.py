@@ -16,7 +16,6 @@ step:
 
 import json
 import statistics
-import subprocess
 import sys
 import time
 
@@ -74,17 +73,15 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if _SIDE.value:
-        print("RESULT " + json.dumps(time_one_side(_SIDE.value)))
+        print(json.dumps(time_one_side(_SIDE.value)))  # the last line: runs.child_result
         return
     results = {"kbert": [], "optimizer_only": [], "keras": []}
     for _ in range(_ROUNDS.value):
         for side in results:
-            out = subprocess.run(
+            results[side].append(runs.child_result(
                 [sys.executable, "-m", "bench.fit_start", f"--side={side}",
                  f"--steps={_STEPS.value}", f"--seq_length={_SEQ.value}",
-                 f"--batch_size={_BATCH.value}"],
-                capture_output=True, text=True, check=True).stdout
-            results[side].append(json.loads(out.split("RESULT ", 1)[1]))
+                 f"--batch_size={_BATCH.value}"]))
     summary = {side: {"median_seconds": round(statistics.median(r["seconds"] for r in rows), 2),
                       "seconds": [round(r["seconds"], 2) for r in rows],
                       "train_step_traces": rows[0]["train_step_traces"]}

@@ -11,7 +11,6 @@ worktree` of the other one and run it there too.
 
 import json
 import statistics
-import subprocess
 import sys
 
 from absl import app
@@ -47,10 +46,9 @@ print(json.dumps(seconds))
 
 
 def one_round():
-    result = subprocess.run(
+    return runs.child_result(
         [sys.executable, "-c", _ROUND, runs.minilm_vocab(), str(_MAX_SEQ_LENGTH.value)],
-        capture_output=True, text=True, check=True, env=runs.child_env())
-    return json.loads(result.stdout.strip().splitlines()[-1])
+        env=runs.child_env())
 
 
 def main(argv):

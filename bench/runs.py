@@ -75,6 +75,17 @@ def run(command):
     subprocess.run([sys.executable, *command], cwd=ROOT, env=child_env(), check=True)
 
 
+def child_result(command, **kwargs):
+    """Runs `command` (an argument list) as a child process and returns the JSON of its last
+    stdout line, where each bench's child prints its result; a failed child raises with its
+    exit status and the end of its stderr. `kwargs` go to `subprocess.run` (env, cwd)."""
+    child = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    if child.returncode:
+        raise RuntimeError(f"{' '.join(command)} failed (exit status {child.returncode}); its "
+                           f"last output:\n{child.stderr[-3000:]}")
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
 def run_peer(row, peer, command, output):
     """Runs a peer, `python -m *command`, on the MiniLM weights into the JSON `output`; puts
     the precision it ran in into row["<peer>_precision"] and returns its results."""

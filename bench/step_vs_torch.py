@@ -27,7 +27,6 @@ the cores otherwise), warms up at the shape, then times --steps steps; the sides
 import itertools
 import json
 import statistics
-import subprocess
 import sys
 import time
 
@@ -147,12 +146,7 @@ def _child(side, batch, width):
                f"--shapes={batch}x{width}", f"--steps={_STEPS.value}",
                f"--threads={_THREADS.value}", f"--embedding_updates={_EMBEDDING.value}",
                f"--precision={_PRECISION.value}"]
-    child = subprocess.run(command, cwd=runs.ROOT, capture_output=True, text=True,
-                           env=runs.child_env())
-    if child.returncode:
-        raise RuntimeError(f"the {side} step at {batch} x {width} failed (exit status "
-                           f"{child.returncode}); its last output:\n{child.stderr[-3000:]}")
-    return json.loads(child.stdout.strip().splitlines()[-1])["seconds"]
+    return runs.child_result(command, cwd=runs.ROOT, env=runs.child_env())["seconds"]
 
 
 def main(argv):

@@ -25,7 +25,6 @@ import concurrent.futures
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -166,8 +165,7 @@ def main(argv):
         command = ["taskset", "-c", cpus, sys.executable, os.path.abspath(__file__),
                    f"--worker={cores}", f"--corpus={','.join(_CORPUS.value)}", f"--vocab={vocab}",
                    f"--batch_size={_BATCH.value}", f"--repeats={_REPEATS.value}"]
-        out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
-        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        results.append(runs.child_result(command, env=env))
         print(json.dumps(results[-1]), file=sys.stderr)
     first = results[0]
     print(f"{first['texts']} lines, {first['chars']:,} characters, "
