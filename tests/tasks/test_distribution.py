@@ -9,6 +9,7 @@ already done. This file is also the script those subprocesses run (`python -m ..
 import contextlib
 import json
 import os
+import pathlib
 import socket
 import subprocess
 import sys
@@ -84,7 +85,8 @@ def glue_eval(google_dir, output_dir, strategy):
     run = glue.run_glue(glue.GlueConfig(
         output_dir=os.path.join(output_dir, strategy), do_eval=True, do_predict=True,
         distribution_strategy=strategy, **glue_settings(google_dir)))
-    return {"eval": run["eval"]["dev"], "predictions": open(run["predict"]["MRPC"]).read()}
+    predictions = pathlib.Path(run["predict"]["MRPC"]).read_text(encoding="utf-8")
+    return {"eval": run["eval"]["dev"], "predictions": predictions}
 
 
 def glue_runs(google_dir, output_dir):
