@@ -36,3 +36,33 @@ def wiki_sample_text(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("text") / "sample.txt")
     corpus.write_text_format(WIKI_SAMPLE, path, corpus.WIKIEXTRACTOR)
     return path
+
+
+@pytest.fixture(scope="session")
+def pretraining_record_files(wiki_sample_text, vocab_file, tmp_path_factory):
+    """kbert's and Google's pretraining records of the wiki sample, written once for
+    test_pretraining_google.py and test_pretraining_text.py: {"google"|"kbert": {"plain"|"wwm":
+    path}, "parsed": an .npz of the first kbert "plain" records as Google's input_fn parses
+    them}. Google's generator runs in a subprocess while kbert writes its files."""
+    from kbert.data.pretraining import instances
+    from kbert.data.pretraining import writer
+    from tests.data import test_pretraining_google as google_test
+
+    out = tmp_path_factory.mktemp("pretraining_records")
+    files = {side: {name: str(out / f"{side}_{name}.tfrecord") for name in ("plain", "wwm")}
+             for side in ("google", "kbert")}
+    files["parsed"] = str(out / "parsed.npz")
+    process = None
+    for name in ("plain", "wwm"):
+        writer.create_pretraining_data(
+            wiki_sample_text, files["kbert"][name], vocab_file, progress=False,
+            config=instances.PretrainingDataConfig(do_whole_word_mask=name == "wwm"))
+        if process is None:  # Google's side runs while kbert makes its second file
+            process = google_test.oracle(
+                "generate", f"--input_file={wiki_sample_text}", f"--vocab_file={vocab_file}",
+                f"--output_file={files['google']['plain']}",
+                f"--wwm_output_file={files['google']['wwm']}",
+                f"--parse_file={files['kbert']['plain']}", f"--output_npz={files['parsed']}",
+                f"--num_records={google_test.PARSED}")
+    google_test.finish(process)
+    return files

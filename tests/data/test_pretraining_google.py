@@ -16,7 +16,6 @@ import pytest
 import tensorflow as tf
 
 from kbert.data import features
-from kbert.data.pretraining import instances
 from kbert.data.pretraining import writer
 from tests.limits import SUBPROCESS_TIMEOUT
 
@@ -39,26 +38,13 @@ def finish(process):
 
 
 @pytest.fixture(scope="module")
-def generated(wiki_sample_text, vocab_file, tmp_path_factory):
+def generated(pretraining_record_files):
     """Parsed records {"plain": (google, kbert), "wwm": (google, kbert)}, dupe_factor 10, and
     "parsed_by_google": the first kbert "plain" records as Google's input_fn parses them."""
-    out = tmp_path_factory.mktemp("generated")
-    google = {name: str(out / f"google_{name}.tfrecord") for name in ("plain", "wwm")}
-    kbert = {name: str(out / f"kbert_{name}.tfrecord") for name in ("plain", "wwm")}
-    process = None
-    for name in google:
-        writer.create_pretraining_data(
-            wiki_sample_text, kbert[name], vocab_file, progress=False,
-            config=instances.PretrainingDataConfig(do_whole_word_mask=name == "wwm"))
-        if process is None:  # Google's side runs while kbert makes its second file
-            process = oracle(
-                "generate", f"--input_file={wiki_sample_text}", f"--vocab_file={vocab_file}",
-                f"--output_file={google['plain']}", f"--wwm_output_file={google['wwm']}",
-                f"--parse_file={kbert['plain']}", f"--output_npz={out / 'parsed.npz'}",
-                f"--num_records={PARSED}")
-    finish(process)
-    result = {name: (read(google[name]), read(kbert[name])) for name in google}
-    result["parsed_by_google"] = dict(np.load(out / "parsed.npz"))
+    files = pretraining_record_files
+    result = {name: (read(files["google"][name]), read(files["kbert"][name]))
+              for name in ("plain", "wwm")}
+    result["parsed_by_google"] = dict(np.load(files["parsed"]))
     return result
 
 

@@ -28,25 +28,16 @@ def pipeline(text, vocab_file, epochs, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def generated(wiki_sample_text, vocab_file, tmp_path_factory):
+def generated(pretraining_record_files, wiki_sample_text, vocab_file):
     """{"plain"|"wwm": (google, offline kbert, pipeline)}, and "sop": the pipeline's SOP."""
-    out = tmp_path_factory.mktemp("text_generated")
-    google = {name: str(out / f"google_{name}.tfrecord") for name in ("plain", "wwm")}
-    process = google_test.oracle(
-        "generate", f"--input_file={wiki_sample_text}", f"--vocab_file={vocab_file}",
-        f"--output_file={google['plain']}", f"--wwm_output_file={google['wwm']}")
-    result = {}
-    for name in google:
-        config = instances.PretrainingDataConfig(do_whole_word_mask=name == "wwm")
-        offline = str(out / f"kbert_{name}.tfrecord")
-        writer.create_pretraining_data(wiki_sample_text, offline, vocab_file,
-                                                 progress=False, config=config)
-        result[name] = [google_test.read(offline),
-                        pipeline(wiki_sample_text, vocab_file, 10, config=config)]
+    files = pretraining_record_files
+    result = {name: (google_test.read(files["google"][name]),
+                     google_test.read(files["kbert"][name]),
+                     pipeline(wiki_sample_text, vocab_file, 10,
+                              config=instances.PretrainingDataConfig(
+                                  do_whole_word_mask=name == "wwm")))
+              for name in ("plain", "wwm")}
     result["sop"] = pipeline(wiki_sample_text, vocab_file, 10, pair_task="sop")
-    google_test.finish(process)
-    for name in google:
-        result[name].insert(0, google_test.read(google[name]))
     return result
 
 
