@@ -161,7 +161,8 @@ def main(argv):
         if cores > os.cpu_count():
             raise app.UsageError(f"--cores={cores}: this machine has {os.cpu_count()}")
         cpus = ",".join(str(c) for c in range(cores))
-        env = dict(os.environ, RAYON_NUM_THREADS=str(cores), TOKENIZERS_PARALLELISM="true")
+        # The worker runs as a script: runs.child_env puts the repository on its path.
+        env = dict(runs.child_env(), RAYON_NUM_THREADS=str(cores), TOKENIZERS_PARALLELISM="true")
         command = ["taskset", "-c", cpus, sys.executable, os.path.abspath(__file__),
                    f"--worker={cores}", f"--corpus={','.join(_CORPUS.value)}", f"--vocab={vocab}",
                    f"--batch_size={_BATCH.value}", f"--repeats={_REPEATS.value}"]
