@@ -77,9 +77,8 @@ def run_tool(name, *args, env=None, eager=True):
     # (free_memory=False: its gc.collect() costs ~0.3 s a run; Python collects as it goes.)
     keras.backend.clear_session(free_memory=False)
     returncode = 0
-    execution = functions_run_eagerly() if eager else contextlib.nullcontext()
     try:
-        with execution, mock.patch.dict(os.environ, env or {}), \
+        with functions_run_eagerly(eager), mock.patch.dict(os.environ, env or {}), \
                 mock.patch.object(sys, "argv", argv), \
                 mock.patch.object(sys, "path", [TOOLS, *sys.path]), \
                 contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
