@@ -141,11 +141,23 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
             self._attention_bias(padding_mask, attention_mask, query_length), training)
         x = self._self_attention_dropout(x, training=training)
         x = self._self_attention_layer_norm(query + x)
-        intermediate = self._feedforward_intermediate_dense
-        y = dense(self._feedforward_output_dense, intermediate.activation(dense(intermediate, x)))
+        y = dense(self._feedforward_output_dense, self._activated(dense(
+            self._feedforward_intermediate_dense, x), training))
         x = self._feedforward_layer_norm(x + self._feedforward_dropout(y, training=training))
         x = keras.ops.reshape(x, (batch, query_length, hidden))
         return (x, probs) if return_attention_scores else x
+
+    def _activated(self, x, training):
+        """The feed-forward activation of `x`; in training under mixed precision, computed in
+        float32 and cast back. TensorFlow runs bfloat16 element-wise ops through Eigen, which
+        converts every element to float32 and back in each op: the GELU's dozen forward ops
+        and their gradients were the largest share of a mixed_bfloat16 step on the CPU
+        (BENCHMARKS.md, "Where a bfloat16 step's time goes"). Inference keeps the compute
+        dtype, where oneDNN fuses the GELU into the matmul before it."""
+        activation = self._feedforward_intermediate_dense.activation
+        if not training or x.dtype == tf.float32:
+            return activation(x)
+        return tf.cast(activation(tf.cast(x, tf.float32)), x.dtype)
 
     def _attention_bias(self, padding_mask, attention_mask, query_length):
         """0 where a query may attend, a large negative number elsewhere, [batch, 1, q|1, seq]

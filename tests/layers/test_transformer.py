@@ -89,6 +89,35 @@ def test_gradients_match_keras_nlp_transformer_encoder(batch):
         np.testing.assert_allclose(a, b, atol=1e-5, err_msg=getattr(variable, "path", variable))
 
 
+def _tanh_dtypes(function, *args):
+    """The dtypes of the Tanh ops (the GELU's) in `function`'s graph for `args`."""
+    graph = tf.function(function).get_concrete_function(*args).graph
+    return {op.get_attr("T").name for op in graph.get_operations() if op.type == "Tanh"}
+
+
+def test_mixed_bfloat16_training_computes_the_activation_in_float32():
+    layer, hidden, padding, _ = layer_and_inputs("mixed_bfloat16", dropout=0.0,
+                                                 attention_dropout=0.0)
+
+    def call(x, training):
+        return layer(x, padding_mask=padding, training=training)
+
+    assert _tanh_dtypes(lambda x: call(x, True), hidden) == {"float32"}
+    # Inference keeps bfloat16, where oneDNN fuses the GELU into the matmul.
+    assert _tanh_dtypes(lambda x: call(x, False), hidden) == {"bfloat16"}
+    # The same function either way, within bfloat16's precision, and the same as keras-nlp's.
+    training, inference = call(hidden, True), call(hidden, False)
+    assert training.dtype == "bfloat16"
+    golden = keras_nlp_call(layer, hidden, padding_mask=padding, training=False)
+    np.testing.assert_allclose(np.float32(training), np.float32(golden), atol=0.1)
+    np.testing.assert_allclose(np.float32(training), np.float32(inference), atol=0.1)
+    # In float32, training computes exactly keras-nlp's layer.
+    layer = layer_and_inputs(dropout=0.0, attention_dropout=0.0)[0]
+    np.testing.assert_allclose(
+        layer(hidden, padding_mask=padding, training=True),
+        keras_nlp_call(layer, hidden, padding_mask=padding, training=True), atol=1e-5)
+
+
 @pytest.mark.parametrize("batch", [BATCH, 1])
 def test_attention_dropout_applies_in_training_only(batch):
     layer, hidden, padding, _ = layer_and_inputs(batch=batch, dropout=0.0, attention_dropout=0.5)

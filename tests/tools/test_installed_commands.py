@@ -6,6 +6,7 @@ runs the command from a directory outside the checkout, with no PYTHONPATH.
 """
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -65,9 +66,16 @@ def test_the_installed_kbert_is_the_wheels(venv, tmp_path):
 
 
 def test_a_command_answers_help_and_fine_tunes(venv, tiny_google_dir, tmp_path):
+    """The real entry point of run_classifier trains, evaluates and predicts in a fresh
+    process (the tool's other tests run it in-process, or kill it)."""
     assert "--output_dir:" in _run(venv / "kbert-run-classifier", "--help", cwd=tmp_path)
     _run(venv / "kbert-run-classifier", "--task_name=MRPC", f"--data_dir={MRPC}",
-         f"--init_checkpoint={tiny_google_dir}", "--output_dir=out", "--do_train",
-         "--max_seq_length=16", "--train_batch_size=4", "--num_train_epochs=1",
-         "--max_train_examples=6", cwd=tmp_path)
-    assert {"model.keras", "train_results.json"} <= set(os.listdir(tmp_path / "out"))
+         f"--init_checkpoint={tiny_google_dir}", "--output_dir=out", "--do_train", "--do_eval",
+         "--do_predict", "--max_seq_length=16", "--train_batch_size=4", "--num_train_epochs=1",
+         "--max_train_examples=6", "--learning_rate=1e-3", cwd=tmp_path)
+    out = tmp_path / "out"
+    assert {"eval_results.txt", "eval_results.json", "train_results.json", "MRPC.tsv",
+            "model.keras", "vocab.txt", "logs"} <= set(os.listdir(out))
+    assert json.loads((out / "train_results.json").read_text())["examples"] == 6
+    assert "dev_f1 = " in (out / "eval_results.txt").read_text()
+    assert len((out / "MRPC.tsv").read_text().splitlines()) == 5

@@ -1,4 +1,9 @@
-"""Smoke run of tools/run_classifier.py on the MRPC fixture with a tiny Google checkpoint."""
+"""tools/run_classifier.py on the MRPC fixture with a tiny Google checkpoint, in-process.
+
+Its real entry points run in fresh processes too: the script, killed and restarted, in
+`test_restart_with_other_flags_stops_and_nothing_is_overwritten`, and the installed
+`kbert-run-classifier` through train, eval and predict in tests/tools/test_installed_commands.py.
+"""
 
 import csv
 import functools
@@ -15,27 +20,11 @@ import tensorflow as tf
 
 from tests.tools.runner import TOOLS
 from tests.tools.runner import run_tool
-from tests.tools.runner import run_tool_in_subprocess
 from tests.tools.runner import subprocess_env
 
 TOOL = os.path.join(TOOLS, "run_classifier.py")
 MRPC = os.path.join(os.path.dirname(__file__), "..", "fixtures", "glue", "MRPC")
 run = functools.partial(run_tool, "run_classifier.py")
-
-
-def test_train_eval_predict(tiny_google_dir, tmp_path):
-    """The real entry point, in a fresh process; the other tests run the tool in-process."""
-    result = run_tool_in_subprocess(
-        "run_classifier.py", "--task_name=MRPC", f"--data_dir={MRPC}",
-        f"--init_checkpoint={tiny_google_dir}", f"--output_dir={tmp_path}", "--do_train",
-        "--do_eval", "--do_predict", "--max_seq_length=16", "--train_batch_size=4",
-        "--num_train_epochs=1", "--max_train_examples=6", "--learning_rate=1e-3")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert {"eval_results.txt", "eval_results.json", "train_results.json", "MRPC.tsv",
-            "model.keras", "vocab.txt", "logs"} <= set(os.listdir(tmp_path))
-    assert json.loads((tmp_path / "train_results.json").read_text())["examples"] == 6
-    assert "dev_f1 = " in (tmp_path / "eval_results.txt").read_text()
-    assert len((tmp_path / "MRPC.tsv").read_text().splitlines()) == 5
 
 
 def test_usage_errors(tmp_path):
