@@ -66,7 +66,9 @@ def _step_timer():
     return StepTimer()
 
 
-def _kbert_seconds(batch, width, steps):
+def kbert_fit(batch, width, precision, embedding_updates):
+    """kbert's classifier, compiled as the recipes compile it, and a dataset repeating one
+    batch x width batch; the model has run WARMUP steps on it."""
     import keras
     import numpy as np
     import tensorflow as tf
@@ -76,13 +78,13 @@ def _kbert_seconds(batch, width, steps):
     from kbert.tasks import optimization
 
     keras.utils.set_random_seed(0)
-    if _PRECISION.value == "bfloat16":
+    if precision == "bfloat16":
         keras.config.set_dtype_policy("mixed_bfloat16")
     model = kbert.BertClassifier(
         kbert.BertEncoder(VOCABULARY, LAYERS, HEADS, HIDDEN, INTERMEDIATE), 2)
     model.compile(
         optimizer=optimization.create_optimizer(
-            1e-4, 10_000, 1_000, sparse_embedding_updates=_EMBEDDING.value == "sparse"),
+            1e-4, 10_000, 1_000, sparse_embedding_updates=embedding_updates == "sparse"),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     rng = np.random.default_rng(0)
     features = {"token_ids": rng.integers(1000, VOCABULARY, (batch, width)).astype("int32"),
@@ -97,6 +99,11 @@ def _kbert_seconds(batch, width, steps):
     dataset = pipeline.prefetched(tf.data.Dataset.from_generator(
         lambda: itertools.repeat((features, labels)), output_signature=spec))
     model.fit(dataset, steps_per_epoch=WARMUP, verbose=0)
+    return model, dataset
+
+
+def _kbert_seconds(batch, width, steps):
+    model, dataset = kbert_fit(batch, width, _PRECISION.value, _EMBEDDING.value)
     timer = _step_timer()
     model.fit(dataset, steps_per_epoch=steps, verbose=0, callbacks=[timer])
     return timer.seconds / steps

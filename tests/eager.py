@@ -8,7 +8,8 @@ eagerly, and the 27 files that run tools or recipes in-process 17% less over a w
 and refuses, which does not depend on the step being traced. The traced step keeps its
 tests: the layer, model, optimizer and export tests, each tool's fresh-process test
 (`run_tool_in_subprocess`), the notebooks, `tests/tasks/test_exact_resume.py` and the
-two-replica test run it as users do.
+two-replica and two-worker `fit`s run it as users do (the two-replica test's GLUE recipe and
+pretraining input run eagerly: it checks their outputs' order and resumption).
 
 tf.data functions are traced either way (TensorFlow's option does not reach them).
 """
