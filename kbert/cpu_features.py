@@ -17,10 +17,15 @@ def cpu_flags(cpuinfo="/proc/cpuinfo"):
         return None
 
 
+def runs_on_cpu():
+    """Whether TensorFlow runs its ops on the CPU here: no GPU or TPU is visible."""
+    return not (tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
+
+
 def emulates_bfloat16(cpuinfo="/proc/cpuinfo"):
     """Whether training here would run bfloat16 matmuls in emulation: no GPU or TPU, and a
     CPU whose `cpuinfo` flags lack avx512_bf16 and amx_bf16. False where unknown (no flags)."""
-    if tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"):
+    if not runs_on_cpu():
         return False
     flags = cpu_flags(cpuinfo)
     return bool(flags) and not {"avx512_bf16", "amx_bf16"} & flags

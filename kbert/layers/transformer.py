@@ -4,6 +4,7 @@ import keras
 import keras_nlp
 import tensorflow as tf
 
+from kbert import cpu_features
 from kbert.layers.embeddings import LAYER_NORM_EPSILON
 
 
@@ -148,14 +149,15 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
         return (x, probs) if return_attention_scores else x
 
     def _activated(self, x, training):
-        """The feed-forward activation of `x`; in training under mixed precision, computed in
-        float32 and cast back. TensorFlow runs bfloat16 element-wise ops through Eigen, which
-        converts every element to float32 and back in each op: the GELU's dozen forward ops
-        and their gradients were the largest share of a mixed_bfloat16 step on the CPU
-        (BENCHMARKS.md, "Where a bfloat16 step's time goes"). Inference keeps the compute
-        dtype, where oneDNN fuses the GELU into the matmul before it."""
+        """The feed-forward activation of `x`; in training under mixed precision on the CPU,
+        computed in float32 and cast back. TensorFlow runs the CPU's bfloat16 element-wise
+        ops through Eigen, which converts every element to float32 and back in each op: the
+        GELU's eight forward ops and their gradients were the largest share of a
+        mixed_bfloat16 step (BENCHMARKS.md, "Where a bfloat16 step's time goes"). Inference
+        keeps the compute dtype, where oneDNN fuses the GELU into the matmul before it, and
+        so does a GPU, whose reduced-precision element-wise ops are native."""
         activation = self._feedforward_intermediate_dense.activation
-        if not training or x.dtype == tf.float32:
+        if not training or x.dtype == tf.float32 or not cpu_features.runs_on_cpu():
             return activation(x)
         return tf.cast(activation(tf.cast(x, tf.float32)), x.dtype)
 

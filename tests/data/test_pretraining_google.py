@@ -21,10 +21,7 @@ from tests.limits import SUBPROCESS_TIMEOUT
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 SEQ, PREDICTIONS = 128, 20
-# Google's generator runs in a subprocess (~10 s), once per worker (`pretraining_record_files`):
-# the group keeps this module and test_pretraining_text.py on one worker (make test's
-# --dist loadgroup).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pretraining_records")]
+pytestmark = pytest.mark.slow  # Google's generator runs in a subprocess (~10 s)
 PARSED = 64  # records that Google's input_fn parses
 
 

@@ -17,7 +17,6 @@ from kbert.data.pretraining import writer
 from tests.data import test_pretraining_google as google_test
 
 SEQ, PREDICTIONS = google_test.SEQ, google_test.PREDICTIONS
-pytestmark = pytest.mark.xdist_group("pretraining_records")  # see test_pretraining_google.py
 
 
 def pipeline(text, vocab_file, epochs, **kwargs):

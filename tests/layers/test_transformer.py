@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from kbert import cpu_features
 from kbert.layers.transformer import BertTransformerLayer
 
 BATCH, SEQ, HIDDEN, HEADS, INTERMEDIATE = 3, 9, 12, 3, 20  # all distinct
@@ -95,7 +96,7 @@ def _tanh_dtypes(function, *args):
     return {op.get_attr("T").name for op in graph.get_operations() if op.type == "Tanh"}
 
 
-def test_mixed_bfloat16_training_computes_the_activation_in_float32():
+def test_mixed_bfloat16_training_computes_the_activation_in_float32(monkeypatch):
     layer, hidden, padding, _ = layer_and_inputs("mixed_bfloat16", dropout=0.0,
                                                  attention_dropout=0.0)
 
@@ -103,8 +104,11 @@ def test_mixed_bfloat16_training_computes_the_activation_in_float32():
         return layer(x, padding_mask=padding, training=training)
 
     assert _tanh_dtypes(lambda x: call(x, True), hidden) == {"float32"}
-    # Inference keeps bfloat16, where oneDNN fuses the GELU into the matmul.
+    # Inference keeps bfloat16, where oneDNN fuses the GELU into the matmul; so does a GPU.
     assert _tanh_dtypes(lambda x: call(x, False), hidden) == {"bfloat16"}
+    with monkeypatch.context() as patch:
+        patch.setattr(cpu_features, "runs_on_cpu", lambda: False)
+        assert _tanh_dtypes(lambda x: call(x, True), hidden) == {"bfloat16"}
     # The same function either way, within bfloat16's precision, and the same as keras-nlp's.
     training, inference = call(hidden, True), call(hidden, False)
     assert training.dtype == "bfloat16"
