@@ -22,7 +22,7 @@ demo: $(STAMP)
 
 # The lint runs first: CI runs `make test`, so ruff and the import contracts are enforced there.
 test: lint
-	$(PY) -m pytest -n 2 --dist loadfile --durations=25 tests
+	$(PY) -m pytest -n 2 --durations=25 tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kbert tools tests bench notebooks

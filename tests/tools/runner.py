@@ -68,7 +68,7 @@ def run_tool(name, *args, env=None, eager=True):
     stdout, stderr = io.StringIO(), io.StringIO()
     python_handler = logging.get_absl_handler().python_handler
     saved_stream = python_handler.stream
-    flags_before = set(flags.FLAGS)
+    flags_before, parsed_before = set(flags.FLAGS), flags.FLAGS.is_parsed()
     # absl.app.run turns INFO logging on when it first parses flags in a process (verbosity
     # left at its default); later runs in this process get the same from the default.
     verbosity_default = flags.FLAGS["verbosity"].default
@@ -90,16 +90,20 @@ def run_tool(name, *args, env=None, eager=True):
     finally:
         python_handler.stream = saved_stream
         flags.FLAGS.set_default("verbosity", verbosity_default)
-        _forget_flags_defined_since(flags_before)
+        _forget_flags_defined_since(flags_before, parsed_before)
         keras.mixed_precision.set_global_policy("float32")
     return ToolResult(returncode, stdout.getvalue(), stderr.getvalue())
 
 
-def _forget_flags_defined_since(flags_before):
-    """Removes the flags a tool defined, so the next tool may define its own of those names."""
+def _forget_flags_defined_since(flags_before, parsed_before):
+    """Removes the flags a tool defined, so the next tool may define its own of those names,
+    and leaves the flags parsed as the run found them (Google's tokenizer, an oracle, reads
+    an absl flag, and a fixture may have marked them parsed before this run)."""
     for name in set(flags.FLAGS) - flags_before:
         delattr(flags.FLAGS, name)
     flags.FLAGS.unparse_flags()
+    if parsed_before:
+        flags.FLAGS.mark_as_parsed()
     for module in [name for name in sys.modules if _TOOL_MODULES.match(name)]:
         del sys.modules[module]
 
