@@ -70,7 +70,11 @@ def run_tool(name, *args, env=None, eager=True):
     saved_stream = python_handler.stream
     flags_before, parsed_before = set(flags.FLAGS), flags.FLAGS.is_parsed()
     # absl.app.run turns INFO logging on when it first parses flags in a process (verbosity
-    # left at its default); later runs in this process get the same from the default.
+    # left at its default); later runs in this process get the same from the default. The
+    # flag is first put back to its default: saving a SavedModel in this process sets it
+    # (TensorFlow's `AutoTrackable` sets absl's verbosity and restores it by assignment),
+    # after which a new default would not apply and the run would show no INFO line.
+    flags.FLAGS["verbosity"].unparse()
     verbosity_default = flags.FLAGS["verbosity"].default
     flags.FLAGS.set_default("verbosity", logging.INFO)
     # A fresh process starts with no Keras state: names, seeds and the dtype policy as new.

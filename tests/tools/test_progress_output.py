@@ -4,6 +4,8 @@ import functools
 import os
 import re
 
+from absl import logging
+
 from tests.tools.runner import run_tool
 
 MRPC = os.path.join(os.path.dirname(__file__), "..", "fixtures", "glue", "MRPC")
@@ -15,6 +17,9 @@ STEP_LINE = re.compile(r"epoch (\d)/2 step (\d)/2 \(\d+%\) [\d.,]+ steps/s .*\bl
 
 
 def test_training_shows_steps_rate_and_eta(tiny_google_dir, tmp_path):
+    # As a SavedModel saved earlier in this process leaves absl: its verbosity set (to
+    # WARNING) rather than at its default; the run must still show INFO, as a fresh one.
+    logging.set_verbosity(logging.WARNING)
     # 6 examples in batches of 4: 2 steps an epoch; the runner gives absl's lines on stderr.
     result = run("--task_name=MRPC", f"--data_dir={MRPC}", f"--init_checkpoint={tiny_google_dir}",
                  f"--output_dir={tmp_path}", "--do_train", "--max_seq_length=16",
