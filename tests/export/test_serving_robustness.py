@@ -245,7 +245,9 @@ def test_vocab_of_another_size_is_refused(tiny_google_dir, tmp_path):
                       f"--vocab_file={short}", f"--export_dir={tmp_path / 'out'}",
                       "--max_seq_length=8")
     assert result.returncode == 2
-    assert result.stderr.startswith(
+    # Its first error line (after the INFO lines of reading the checkpoint, as in a terminal).
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert errors[0].startswith(
         f"error: {short}: 30 tokens, but the model has vocab_size=31 embedding rows"), \
         result.stderr
     assert not (tmp_path / "out").exists()

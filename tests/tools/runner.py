@@ -15,11 +15,13 @@ lines on file descriptor 2, devices configured before TensorFlow starts).
 import contextlib
 import dataclasses
 import io
+import logging as std_logging
 import os
 import re
 import runpy
 import subprocess
 import sys
+import warnings
 from unittest import mock
 
 import keras
@@ -80,9 +82,13 @@ def run_tool(name, *args, env=None, eager=True):
     # A fresh process starts with no Keras state: names, seeds and the dtype policy as new.
     # (free_memory=False: its gc.collect() costs ~0.3 s a run; Python collects as it goes.)
     keras.backend.clear_session(free_memory=False)
+    # A tool's quiet start sets TensorFlow's Python logger and the warning filters for its
+    # process; put back after, as the next test's process would have them.
+    tensorflow_level = std_logging.getLogger("tensorflow").level
     returncode = 0
     try:
         with functions_run_eagerly(eager), mock.patch.dict(os.environ, env or {}), \
+                warnings.catch_warnings(), \
                 mock.patch.object(sys, "argv", argv), \
                 mock.patch.object(sys, "path", [TOOLS, *sys.path]), \
                 contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
@@ -93,6 +99,7 @@ def run_tool(name, *args, env=None, eager=True):
                 returncode = e.code if isinstance(e.code, int) else int(e.code is not None)
     finally:
         python_handler.stream = saved_stream
+        std_logging.getLogger("tensorflow").setLevel(tensorflow_level)
         flags.FLAGS.set_default("verbosity", verbosity_default)
         _forget_flags_defined_since(flags_before, parsed_before)
         keras.mixed_precision.set_global_policy("float32")
