@@ -247,7 +247,7 @@ def test_vocab_of_another_size_is_refused(tiny_google_dir, tmp_path):
     assert result.returncode == 2
     # Its first error line (after the INFO lines of reading the checkpoint, as in a terminal).
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert errors[0].startswith(
+    assert errors and errors[0].startswith(
         f"error: {short}: 30 tokens, but the model has vocab_size=31 embedding rows"), \
         result.stderr
     assert not (tmp_path / "out").exists()
