@@ -69,7 +69,7 @@ def main(argv):
     variants = {"none": lambda x, seed: x, "keras": keras_dropout, "bits16": bits16_dropout}
     results = {}
     for text in _SHAPES.value:
-        batch, width = (int(n) for n in text.split("x"))
+        batch, width = runs.batch_by_width(text, "shapes")
         for name, shape in (("hidden", [batch * width, 384]),
                             ("attention", [batch, 12, width, width])):
             results[f"{text} {name}"] = {variant: milliseconds(fn, shape)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+from absl import app
 from absl import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -154,6 +155,16 @@ def precision_table(rows, sides, unit, rate=lambda side: f"{side}_epoch_examples
 def read_json(path):
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def batch_by_width(text, flag):
+    """(batch, width) of a "32x54" flag value; a usage error naming `flag` otherwise."""
+    try:
+        batch, width = (int(part) for part in text.split("x"))
+    except ValueError:
+        raise app.UsageError(f"--{flag}: expected batch x width such as 32x54, got "
+                             f"{text!r}") from None
+    return batch, width
 
 
 def write_json(path, content):

@@ -11,7 +11,6 @@ Shares, not times: compare two commits' tables, each run alone.
 """
 
 import collections
-import json
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ import tempfile
 from absl import app
 from absl import flags
 
+from bench import runs
 from bench import step_vs_torch
 
 _SHAPE = flags.DEFINE_string("shape", "32x54", "batch x width of the profiled steps.")
@@ -87,11 +87,7 @@ def main(argv):
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     if shutil.which("perf") is None:
         raise app.UsageError("needs Linux `perf` on PATH (linux-tools / linux-perf)")
-    try:
-        batch, width = (int(part) for part in _SHAPE.value.split("x"))
-    except ValueError:
-        raise app.UsageError(f"--shape: expected batch x width such as 32x54, got "
-                             f"{_SHAPE.value!r}") from None
+    batch, width = runs.batch_by_width(_SHAPE.value, "shape")
     precision = step_vs_torch._PRECISION.value
     model, dataset = step_vs_torch.kbert_fit(batch, width, precision,
                                              step_vs_torch._EMBEDDING.value)
@@ -118,9 +114,8 @@ def main(argv):
     for percent, dso, symbol in sorted(rows, reverse=True)[:_TOP.value]:
         print(f"{percent:5.1f}%  {dso[:24]:24}  {short(symbol)}")
     if _OUTPUT.value:
-        with open(_OUTPUT.value, "w", encoding="utf-8") as f:
-            json.dump({"shape": _SHAPE.value, "precision": precision, "shares": kinds}, f,
-                      indent=1)
+        runs.write_json(_OUTPUT.value,
+                        {"shape": _SHAPE.value, "precision": precision, "shares": kinds})
 
 
 if __name__ == "__main__":

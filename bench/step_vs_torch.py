@@ -159,14 +159,7 @@ def _child(side, batch, width):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    shapes = []
-    for shape in _SHAPES.value:
-        try:
-            batch, width = (int(part) for part in shape.split("x"))
-        except ValueError:
-            raise app.UsageError(
-                f"--shapes: expected batch x width such as 32x14, got {shape!r}") from None
-        shapes.append((batch, width))
+    shapes = [runs.batch_by_width(shape, "shapes") for shape in _SHAPES.value]
     if _SIDE.value:
         seconds = {"kbert": _kbert_seconds, "torch": _torch_seconds}[_SIDE.value]
         print(json.dumps({"seconds": seconds(*shapes[0], _STEPS.value)}))
