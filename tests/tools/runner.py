@@ -68,6 +68,22 @@ def run_tool(name, *args, env=None, eager=True):
     path = os.path.join(TOOLS, name)
     argv = [path, *map(str, args)]
     stdout, stderr = io.StringIO(), io.StringIO()
+    returncode = 0
+    with _process_state_of_a_fresh_run(stderr), functions_run_eagerly(eager), \
+            mock.patch.dict(os.environ, env or {}), mock.patch.object(sys, "argv", argv), \
+            mock.patch.object(sys, "path", [TOOLS, *sys.path]), \
+            contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as e:
+            returncode = e.code if isinstance(e.code, int) else int(e.code is not None)
+    return ToolResult(returncode, stdout.getvalue(), stderr.getvalue())
+
+
+@contextlib.contextmanager
+def _process_state_of_a_fresh_run(stderr):
+    """This process's logging, flags and Keras state as a fresh process of a tool has them,
+    absl's lines going to `stderr`; put back as they were after the run."""
     python_handler = logging.get_absl_handler().python_handler
     saved_stream = python_handler.stream
     flags_before, parsed_before = set(flags.FLAGS), flags.FLAGS.is_parsed()
@@ -85,25 +101,16 @@ def run_tool(name, *args, env=None, eager=True):
     # A tool's quiet start sets TensorFlow's Python logger and the warning filters for its
     # process; put back after, as the next test's process would have them.
     tensorflow_level = std_logging.getLogger("tensorflow").level
-    returncode = 0
     try:
-        with functions_run_eagerly(eager), mock.patch.dict(os.environ, env or {}), \
-                warnings.catch_warnings(), \
-                mock.patch.object(sys, "argv", argv), \
-                mock.patch.object(sys, "path", [TOOLS, *sys.path]), \
-                contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        with warnings.catch_warnings():
             python_handler.stream = stderr
-            try:
-                runpy.run_path(path, run_name="__main__")
-            except SystemExit as e:
-                returncode = e.code if isinstance(e.code, int) else int(e.code is not None)
+            yield
     finally:
         python_handler.stream = saved_stream
         std_logging.getLogger("tensorflow").setLevel(tensorflow_level)
         flags.FLAGS.set_default("verbosity", verbosity_default)
         _forget_flags_defined_since(flags_before, parsed_before)
         keras.mixed_precision.set_global_policy("float32")
-    return ToolResult(returncode, stdout.getvalue(), stderr.getvalue())
 
 
 def _forget_flags_defined_since(flags_before, parsed_before):
