@@ -88,7 +88,17 @@ def run_scope(config):
 def _make_strategy(name, tpu):
     if name == "one_device":
         gpus = tf.config.list_logical_devices("GPU")
-        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+        if gpus:
+            return tf.distribute.OneDeviceStrategy(gpus[0].name)
+        if not tf.distribute.has_strategy():
+            # On the CPU, TensorFlow's default strategy: `fit` then reads the recipe's dataset
+            # as it is. OneDeviceStrategy("/cpu:0") reads it through a MultiDeviceIterator,
+            # whose per-device datasets keep tf.data's autotuning on whatever the recipe's
+            # options say, and destroying their unfinished iterator at the end of every
+            # `fit` and `predict` waits for the autotuning thread's next wake-up (17-31 s
+            # after a minute-long epoch; `kbert.data.pipeline.prefetched`).
+            return tf.distribute.get_strategy()
+        return tf.distribute.OneDeviceStrategy("/cpu:0")
     if name == "mirrored":
         # Every GPU; without GPUs every CPU device (one, unless split into logical devices
         # with `tf.config.set_logical_device_configuration`), where Keras would take only one.

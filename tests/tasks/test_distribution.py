@@ -21,6 +21,7 @@ import pytest
 import tensorflow as tf
 
 from kbert import cpu_features
+from kbert.data import pipeline
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
@@ -234,6 +235,15 @@ def test_names_are_checked(monkeypatch):
     assert strategies.make_strategy(strategy) is strategy
     assert strategies.is_chief(strategy)
     assert strategies.worker_output_dir("out", strategy) == "out"
+
+
+def test_one_device_on_the_cpu_hands_fit_the_dataset_as_it_is():
+    # OneDeviceStrategy("/cpu:0") wraps it in a MultiDeviceIterator whose per-device datasets
+    # keep tf.data's autotuning on, and the end of every fit then waits for its thread.
+    strategy = strategies.make_strategy("one_device")
+    dataset = pipeline.prefetched(tf.data.Dataset.range(4).batch(2))
+    assert strategy.experimental_distribute_dataset(dataset) is dataset
+    assert not dataset.options().autotune.enabled
 
 
 def _inputs(batch=2, seq=7):
