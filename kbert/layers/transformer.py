@@ -20,6 +20,29 @@ def gelu_exact(x):
     return keras.activations.gelu(x, approximate=False)
 
 
+# 0.5 * (1 + tanh(z)) = sigmoid(2 * z): the tanh form as x * sigmoid(x * (A + B * x^2)).
+_GELU_A = 2 * 0.7978845608028654
+_GELU_B = _GELU_A * 0.044715
+
+
+@tf.custom_gradient
+def gelu_approximate_for_training(x):
+    """`gelu_approximate` for a training step on the CPU, where TensorFlow runs each
+    element-wise op as its own pass over [tokens, intermediate]: by hand because
+    `tf.nn.gelu`'s tanh form and its automatic gradient take ~19 such passes, this sigmoid
+    form and its written-out gradient 12 (the same function to float32 round-off)."""
+    squared = x * x
+    gate = tf.sigmoid(x * (_GELU_A + _GELU_B * squared))
+
+    def gradient(upstream):
+        # d/dx x * sigmoid(u) = sigmoid(u) + x * sigmoid'(u) * du/dx; SigmoidGrad(y, v) is
+        # y * (1 - y) * v in one pass.
+        inner = tf.raw_ops.SigmoidGrad(y=gate, dy=x * (_GELU_A + 3 * _GELU_B * squared))
+        return upstream * (gate + inner)
+
+    return x * gate, gradient
+
+
 # `bert_config.json` "hidden_act" -> function, as modeling.py `get_activation`.
 ACTIVATIONS = {
     "gelu": gelu_approximate,
@@ -149,15 +172,21 @@ class BertTransformerLayer(keras_nlp.layers.TransformerEncoder):
         return (x, probs) if return_attention_scores else x
 
     def _activated(self, x, training):
-        """The feed-forward activation of `x`; in training under mixed precision on the CPU,
-        computed in float32 and cast back. TensorFlow runs the CPU's bfloat16 element-wise
-        ops through Eigen, which converts every element to float32 and back in each op: the
-        GELU's eight forward ops and their gradients were the largest share of a
-        mixed_bfloat16 step (BENCHMARKS.md, "Where a bfloat16 step's time goes"). Inference
-        keeps the compute dtype, where oneDNN fuses the GELU into the matmul before it, and
-        so does a GPU, whose reduced-precision element-wise ops are native."""
+        """The feed-forward activation of `x`. In training on the CPU, Google's GELU is
+        `gelu_approximate_for_training` (fewer passes over the activations), and under mixed
+        precision the activation is computed in float32 and cast back. TensorFlow runs the
+        CPU's bfloat16 element-wise ops through Eigen, which converts every element to float32
+        and back in each op: the GELU's eight forward ops and their gradients were the
+        largest share of a mixed_bfloat16 step (BENCHMARKS.md, "Where a bfloat16 step's
+        time goes"). Inference keeps the compute dtype and `tf.nn.gelu`, which oneDNN fuses
+        into the matmul before it, and so does a GPU, whose reduced-precision element-wise
+        ops are native."""
         activation = self._feedforward_intermediate_dense.activation
-        if not training or x.dtype == tf.float32 or not cpu_features.runs_on_cpu():
+        if not training or not cpu_features.runs_on_cpu():
+            return activation(x)
+        if activation is gelu_approximate:
+            activation = gelu_approximate_for_training
+        elif x.dtype == tf.float32:
             return activation(x)
         return tf.cast(activation(tf.cast(x, tf.float32)), x.dtype)
 

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from kbert import cpu_features
 from kbert.layers.transformer import BertTransformerLayer
+from kbert.layers.transformer import gelu_approximate_for_training
 
 BATCH, SEQ, HIDDEN, HEADS, INTERMEDIATE = 3, 9, 12, 3, 20  # all distinct
 
@@ -72,7 +73,8 @@ def test_masks_change_the_output():
 
 
 @pytest.mark.parametrize("batch", [BATCH, 1])
-def test_gradients_match_keras_nlp_transformer_encoder(batch):
+@pytest.mark.parametrize("training", [False, True])  # training: kbert's GELU and its gradient
+def test_gradients_match_keras_nlp_transformer_encoder(batch, training):
     layer, hidden, padding, _ = layer_and_inputs(batch=batch)
     hidden = tf.constant(hidden)
     weights = np.random.default_rng(2).normal(size=hidden.shape).astype("float32")
@@ -80,7 +82,8 @@ def test_gradients_match_keras_nlp_transformer_encoder(batch):
     def gradients(call):
         with tf.GradientTape() as tape:
             tape.watch(hidden)
-            loss = tf.reduce_sum(call(layer, hidden, padding_mask=padding) * weights)
+            loss = tf.reduce_sum(
+                call(layer, hidden, padding_mask=padding, training=training) * weights)
         return tape.gradient(loss, [hidden] + layer.trainable_variables)
 
     ours = gradients(BertTransformerLayer.__call__)
@@ -90,10 +93,36 @@ def test_gradients_match_keras_nlp_transformer_encoder(batch):
         np.testing.assert_allclose(a, b, atol=1e-5, err_msg=getattr(variable, "path", variable))
 
 
-def _tanh_dtypes(function, *args):
-    """The dtypes of the Tanh ops (the GELU's) in `function`'s graph for `args`."""
+def test_training_gelu_equals_the_tanh_form_and_its_gradient():
+    # Google's tanh-form GELU and its automatic gradient in float64 are the reference; kbert's
+    # sigmoid form in float32 must be as close to them as TensorFlow's own float32 GELU.
+    x = np.concatenate([np.linspace(-12, 12, 4801),
+                        np.random.default_rng(0).normal(0, 3, 2000)]).astype("float32")
+
+    def value_and_gradient(gelu, dtype):
+        inputs = tf.constant(x, dtype)
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            outputs = gelu(inputs)
+        return np.float64(outputs), np.float64(tape.gradient(outputs, inputs))
+
+    reference = value_and_gradient(lambda v: tf.nn.gelu(v, approximate=True), tf.float64)
+    ours = value_and_gradient(gelu_approximate_for_training, tf.float32)
+    tensorflow = value_and_gradient(lambda v: tf.nn.gelu(v, approximate=True), tf.float32)
+    for name, a, b, c in zip(["value", "gradient"], ours, reference, tensorflow, strict=True):
+        np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-6, err_msg=name)
+        assert np.abs(a - b).max() <= 2 * np.abs(c - b).max() + 1e-7, name
+    # Far out it saturates to the identity and zero, with gradients 1 and 0.
+    (values, gradients), far = ours, [0, 4800]  # x = -12 and 12
+    assert list(values[far]) == [0, 12] and list(gradients[far]) == [0, 1]
+
+
+def _activation_dtypes(function, *args):
+    """The dtypes of the GELU's transcendental ops (Tanh in `tf.nn.gelu`, Sigmoid in
+    `gelu_approximate_for_training`) in `function`'s graph for `args`, by op type."""
     graph = tf.function(function).get_concrete_function(*args).graph
-    return {op.get_attr("T").name for op in graph.get_operations() if op.type == "Tanh"}
+    return {(op.type, op.get_attr("T").name) for op in graph.get_operations()
+            if op.type in ("Tanh", "Sigmoid")}
 
 
 def test_mixed_bfloat16_training_computes_the_activation_in_float32(monkeypatch):
@@ -103,12 +132,13 @@ def test_mixed_bfloat16_training_computes_the_activation_in_float32(monkeypatch)
     def call(x, training):
         return layer(x, padding_mask=padding, training=training)
 
-    assert _tanh_dtypes(lambda x: call(x, True), hidden) == {"float32"}
-    # Inference keeps bfloat16, where oneDNN fuses the GELU into the matmul; so does a GPU.
-    assert _tanh_dtypes(lambda x: call(x, False), hidden) == {"bfloat16"}
+    assert _activation_dtypes(lambda x: call(x, True), hidden) == {("Sigmoid", "float32")}
+    # Inference keeps bfloat16 and tf.nn.gelu, which oneDNN fuses into the matmul; so does a
+    # GPU.
+    assert _activation_dtypes(lambda x: call(x, False), hidden) == {("Tanh", "bfloat16")}
     with monkeypatch.context() as patch:
         patch.setattr(cpu_features, "runs_on_cpu", lambda: False)
-        assert _tanh_dtypes(lambda x: call(x, True), hidden) == {"bfloat16"}
+        assert _activation_dtypes(lambda x: call(x, True), hidden) == {("Tanh", "bfloat16")}
     # The same function either way, within bfloat16's precision, and the same as keras-nlp's.
     training, inference = call(hidden, True), call(hidden, False)
     assert training.dtype == "bfloat16"
