@@ -95,8 +95,8 @@ def _make_strategy(name, tpu):
             # as it is. OneDeviceStrategy("/cpu:0") reads it through a MultiDeviceIterator,
             # whose per-device datasets keep tf.data's autotuning on whatever the recipe's
             # options say, and destroying their unfinished iterator at the end of every
-            # `fit` and `predict` waits for the autotuning thread's next wake-up (17-31 s
-            # after a minute-long epoch; `kbert.data.pipeline.prefetched`).
+            # `fit` and `predict` waits for the autotuning thread's next wake-up (17-56 s
+            # after minute-long epochs; `kbert.data.pipeline.prefetched`).
             return tf.distribute.get_strategy()
         return tf.distribute.OneDeviceStrategy("/cpu:0")
     if name == "mirrored":
