@@ -21,9 +21,10 @@ class _Callables:
     """The Keras objects the serving functions call, kept out of the SavedModel's object graph.
 
     Not a `tf.Module` attribute: `tf.saved_model.save` would walk every layer and trace their
-    functions, for objects that no server uses (a tiny model's export took 3.06 s with them
-    and 2.22 s without, on the AMD AVX-512 VM, 2026-11-29). The signatures capture the
-    model's variables, which `ServingModule.model_variables` keeps in the graph.
+    functions, for objects that no server uses (MiniLM's export took 6.63 s with them and
+    3.14 s without, `bench/export_time.py` on the AMD AVX-512 VM, 2026-11-29). The
+    signatures capture the model's variables, which `ServingModule.model_variables` keeps in
+    the graph.
     """
 
     def __init__(self, model, preprocessor, packer):
