@@ -15,6 +15,8 @@ import sys
 from absl import app
 from absl import flags
 
+from kbert import io as kbert_io
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(ROOT, "..", "shared", "data")  # the data sets beside the checkout
 # English Wikipedia as WikiExtractor writes it (wiki_00, wiki_01, ...): the pretraining corpus.
@@ -168,11 +170,9 @@ def batch_by_width(text, flag):
 
 
 def write_json(path, content):
-    """Writes `content` to `path` whole or not at all (a temporary file, then a rename)."""
-    temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(content, f, indent=2)
-    os.replace(temporary, path)
+    """Writes `content` to `path` whole or not at all, as kbert's own results (a temporary
+    file of a unique name beside it, then a rename: two runs never share the temporary)."""
+    kbert_io.write_json(path, content)
 
 
 def report(results, output=None, indent=None):
