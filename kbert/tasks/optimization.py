@@ -257,8 +257,9 @@ class AdamW(keras.optimizers.AdamW):
         """The factor `global_clipnorm` clips every gradient by (1.0 without clipping)."""
         if not self.global_clipnorm:
             return tf.constant(1.0)
-        # 2 * l2_loss: the squared norm in one pass, without a squared copy of each gradient.
-        norm = tf.sqrt(tf.add_n([2.0 * tf.nn.l2_loss(tf.cast(g, "float32")) for g in grads]))
+        # 2 * l2_loss: the squared norm in one pass, without a squared copy of each gradient;
+        # doubled once after the sum (exact: a power of two), not once per gradient.
+        norm = tf.sqrt(2.0 * tf.add_n([tf.nn.l2_loss(tf.cast(g, "float32")) for g in grads]))
         # As keras' clip_by_global_norm: NaN for a non-finite norm.
         scale = self.global_clipnorm * tf.minimum(1.0 / norm, 1.0 / self.global_clipnorm)
         return scale + (norm - norm)
