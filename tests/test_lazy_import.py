@@ -14,15 +14,15 @@ import pytest
 import kbert
 import kbert.data
 from kbert import keras_registration
+from tests import fresh_process
 from tests.limits import SUBPROCESS_TIMEOUT
-from tests.tools.runner import subprocess_env
 
 KBERT = pathlib.Path(kbert.__file__).parent
 
 
 def _python(code, cwd=None):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=cwd, timeout=SUBPROCESS_TIMEOUT, env=subprocess_env())
+                            cwd=cwd, timeout=SUBPROCESS_TIMEOUT, env=fresh_process.environment())
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout.split()
 

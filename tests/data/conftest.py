@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from tests import fresh_process
 from tests.limits import SUBPROCESS_TIMEOUT
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -78,4 +79,5 @@ def _google_generator(*args):
     """tests/oracle/google_pretraining_data.py with `args`, started in a subprocess."""
     return subprocess.Popen([sys.executable, "-m", "tests.oracle.google_pretraining_data", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                            env=fresh_process.environment({"TF_CPP_MIN_LOG_LEVEL": "2"},
+                                                          allow=("bert-tensorflow",)))

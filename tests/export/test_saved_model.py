@@ -24,6 +24,7 @@ from kbert.export import serving
 from kbert.models.classifier import BertClassifier
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.models.token_classifier import BertTokenClassifier
+from tests import fresh_process
 from tests.limits import SUBPROCESS_TIMEOUT
 
 MAX_SEQ_LENGTH = 24
@@ -70,6 +71,8 @@ class _Forbid:
 
 
 sys.meta_path.insert(0, _Forbid())
+for name in sys.argv[3].split(","):  # the test extra's packages (tests/fresh_process.py)
+    sys.modules.setdefault(name, None)
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tf-text ops)
 
@@ -98,7 +101,7 @@ for call in spec:
     results["calls"].append({
         k: decode(v.numpy().tolist()) if v.dtype == tf.string else v.numpy().tolist()
         for k, v in outputs.items()})
-results["modules"] = sorted({m.split(".")[0] for m in sys.modules})
+results["modules"] = sorted({m.split(".")[0] for m, module in sys.modules.items() if module})
 json.dump(results, open(sys.argv[2], "w", encoding="utf-8"))
 """
 
@@ -108,7 +111,8 @@ def serve_in_fresh_process(calls, tmp_path):
     spec, out = tmp_path / "calls.json", tmp_path / "results.json"
     spec.write_text(json.dumps(calls), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    result = subprocess.run([sys.executable, "-I", "-c", SERVE_SCRIPT, str(spec), str(out)],
+    hidden = ",".join(fresh_process.hidden_modules())
+    result = subprocess.run([sys.executable, "-I", "-c", SERVE_SCRIPT, str(spec), str(out), hidden],
                             capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
                             cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -382,7 +386,8 @@ def test_signature_names_and_dtypes(served):
 def test_saved_model_cli_lists_signatures(served):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     result = subprocess.run([cli, "show", "--dir", served["dirs"]["span_labeler"], "--all"],
-                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
+                            env=fresh_process.environment())
     assert result.returncode == 0, result.stderr[-2000:]
     signatures = {}
     for block in result.stdout.split("signature_def[")[1:]:

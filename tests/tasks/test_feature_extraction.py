@@ -10,6 +10,7 @@ import pytest
 
 import kbert
 from kbert.tasks import feature_extraction
+from tests import fresh_process
 from tests.conftest import TINY_CONFIG
 from tests.oracle import google_bert
 from tests.tools.runner import run_tool
@@ -50,7 +51,8 @@ def test_matches_google_extract_features(release):
          str(release / "bert_config.json"), str(release / "bert_model.ckpt"),
          str(release / "vocab.txt"), str(release / "input.txt"),
          ",".join(map(str, LAYERS)), str(SEQ), str(golden_file)],
-        check=True, capture_output=True, cwd=os.path.join(os.path.dirname(__file__), "..", ".."))
+        check=True, capture_output=True, cwd=os.path.join(os.path.dirname(__file__), "..", ".."),
+        env=fresh_process.environment(allow=("bert-tensorflow",)))
     golden = [json.loads(line) for line in golden_file.read_text().splitlines()]
 
     encoder = kbert.BertEncoder.from_google_checkpoint(str(release))

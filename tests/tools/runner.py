@@ -29,6 +29,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from tests import fresh_process
 from tests.eager import functions_run_eagerly
 from tests.limits import SUBPROCESS_TIMEOUT
 
@@ -126,18 +127,14 @@ def _forget_flags_defined_since(flags_before, parsed_before):
         del sys.modules[module]
 
 
-def run_tool_in_subprocess(name, *args, env=None):
-    """Runs `python tools/<name> *args` in a fresh process, with this checkout's kbert first.
+def run_tool_in_subprocess(name, *args, env=None, allow=()):
+    """Runs `python tools/<name> *args` in a fresh process, with this checkout's kbert first
+    and only what a user's install has (tests/fresh_process.py) besides the distributions in
+    `allow`.
 
     Returns:
         `subprocess.CompletedProcess` (text mode).
     """
     return subprocess.run([sys.executable, os.path.join(TOOLS, name), *map(str, args)],
                           capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
-                          env=subprocess_env(env))
-
-
-def subprocess_env(env=None):
-    """The environment of a tool run in a subprocess: this checkout first on PYTHONPATH."""
-    paths = [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **(env or {})}
+                          env=fresh_process.environment(env, allow))

@@ -5,12 +5,12 @@ import os
 import subprocess
 import sys
 
+from tests import fresh_process
 from tests.data.test_squad import SPECIAL
 from tests.tasks.test_squad import WORDS
 from tests.tasks.test_squad import _data
 from tests.tools.runner import ROOT
 from tests.tools.runner import run_tool as run
-from tests.tools.runner import subprocess_env
 
 
 def one_error_line(result):
@@ -73,7 +73,7 @@ def test_killed_pretraining_data_run_leaves_no_partial_shard(tmp_path):
         [sys.executable, "-c", "import os, sys\nfrom kbert import io\n"
          "with io.atomic_files(sys.argv[1]) as tmp:\n"
          "    open(os.path.join(tmp, 'train.tfrecord-00000-of-00001'), 'w').write('partial')\n"
-         "    os._exit(9)\n", str(tmp_path)], env=subprocess_env())
+         "    os._exit(9)\n", str(tmp_path)], env=fresh_process.environment())
     assert killed.returncode == 9
     leftovers = [n for n in os.listdir(tmp_path) if n.startswith(".kbert-tmp-")]
     assert len(leftovers) == 1

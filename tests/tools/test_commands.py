@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
+from tests import fresh_process
 from tests.limits import SUBPROCESS_TIMEOUT
 from tests.tools.runner import ROOT
 from tests.tools.runner import TOOLS
-from tests.tools.runner import subprocess_env
 
 
 def _commands():
@@ -64,7 +64,7 @@ sys.exit(status)
 def test_help_starts_no_tensorflow(module):
     code = _HELP.format(path=os.path.join(TOOLS, f"{module}.py"))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=SUBPROCESS_TIMEOUT, env=subprocess_env())
+                            timeout=SUBPROCESS_TIMEOUT, env=fresh_process.environment())
     assert result.returncode == 0, result.stderr[-3000:]
     doc = ast.get_docstring(_tool(module), clean=False)
     assert result.stdout.startswith(doc.splitlines()[0]) and "\n  --" in result.stdout

@@ -18,9 +18,9 @@ import zipfile
 
 import tensorflow as tf
 
+from tests import fresh_process
 from tests.tools.runner import TOOLS
 from tests.tools.runner import run_tool
-from tests.tools.runner import subprocess_env
 
 TOOL = os.path.join(TOOLS, "run_classifier.py")
 MRPC = os.path.join(os.path.dirname(__file__), "..", "fixtures", "glue", "MRPC")
@@ -148,7 +148,7 @@ def test_restart_with_other_flags_stops_and_nothing_is_overwritten(tiny_google_d
               "--train_batch_size=4", "--max_train_examples=4", "--num_train_epochs=12"]
     # Killed once epoch 1 is backed up ...
     process = subprocess.Popen([sys.executable, TOOL, *common], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env=subprocess_env())
+                               stderr=subprocess.DEVNULL, env=fresh_process.environment())
     deadline = time.time() + 240
     while not glob.glob(str(out / "backup" / "epoch-*")):
         assert process.poll() is None and time.time() < deadline
