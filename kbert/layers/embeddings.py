@@ -4,6 +4,8 @@ import keras
 import keras_nlp
 import tensorflow as tf
 
+from kbert.layers import training_ops
+
 # Google's modeling.py normalises with tf.contrib.layers.layer_norm, whose epsilon is 1e-12.
 LAYER_NORM_EPSILON = 1e-12
 
@@ -77,7 +79,8 @@ class BertEmbeddings(keras.layers.Layer):
         words = self._word_embeddings(token_ids)
         positions = self.position_embedding(words, positions=position_ids)
         x = words + positions + self.segment_embedding(segment_ids)
-        return self.dropout_layer(self.layer_norm(x), training=training)
+        return training_ops.dropout(
+            self.dropout_layer, training_ops.layer_norm(self.layer_norm, x, training), training)
 
     def _word_embeddings(self, token_ids):
         """`self.token_embedding(token_ids)`, gathered from the table variable itself.
