@@ -5,9 +5,9 @@ runs each op of the graph on its own, and tracing and Grappler's passes at the s
 take time in proportion to the op count. Keras' `LayerNormalization` (moments and a
 broadcasting affine map) and its automatic gradient take ~94 ops, and `Dropout`
 (`tf.nn.experimental.stateless_dropout`) ~28 with its gradient; MiniLM's step has 13
-LayerNorms and 19 dropouts, ~36% of its ~4,850 ops. Written out, a LayerNorm is ~25 ops and a
-dropout ~13. By hand because TensorFlow has no LayerNorm op with a gradient on the CPU
-(oneDNN's is an inference rewrite) and Keras' dropout has no cheaper gradient.
+LayerNorms and 19 dropouts, ~36% of its 4,847 ops. Written out, the step has 3,842. By hand
+because TensorFlow has no LayerNorm op with a gradient on the CPU (oneDNN's is an inference
+rewrite) and Keras' dropout has no cheaper gradient.
 
 Both compute what the Keras layer computes, with its own weights, epsilon, rate and seed
 generator: the dropout mask is Keras' bit for bit, the LayerNorm equal to float32 round-off.
