@@ -79,4 +79,3 @@ def _masked(x, keep, scale):
         return tf.where(keep, upstream * scale, tf.zeros([], upstream.dtype)), None, None
 
     return tf.where(keep, x * scale, tf.zeros([], x.dtype)), gradient
-
