@@ -29,6 +29,7 @@ import tensorflow_text as tf_text
 from kbert.tokenization import char_table
 from kbert.tokenization import shortcut
 from kbert.tokenization import vocab as vocab_lib
+from kbert.tokenization import wordpiece_models
 
 MAX_CHARS_PER_WORD = 200  # as tokenization.py WordpieceTokenizer.max_input_chars_per_word
 _ASCII_WHITESPACE = (ord(" "), ord("\t"), ord("\n"), ord("\r"))
@@ -99,13 +100,15 @@ class FullTokenizer:
         self._basic = _BasicTokenizer(do_lower_case, self.never_split)
         # A word over MAX_CHARS_PER_WORD characters (at most 4 bytes each) is replaced by
         # [UNK] before WordPiece, so the byte limit below never decides.
+        tokens = tuple(vocab.tokens)
         self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=list(vocab.tokens), suffix_indicator="##", unknown_token=self._unk_token,
-            max_bytes_per_word=4 * MAX_CHARS_PER_WORD, no_pretokenization=True,
+            model_buffer=wordpiece_models.wordpiece(
+                tokens, "##", self._unk_token, 4 * MAX_CHARS_PER_WORD, True),
             token_out_type=tf.int32)
         self._fast = tf_text.FastBertTokenizer(
-            vocab=list(vocab.tokens), suffix_indicator="##", unknown_token=self._unk_token,
-            max_bytes_per_word=MAX_CHARS_PER_WORD, lower_case_nfd_strip_accents=do_lower_case,
+            fast_wordpiece_model_buffer=wordpiece_models.wordpiece(
+                tokens, "##", self._unk_token, MAX_CHARS_PER_WORD, False),
+            fast_bert_normalizer_model_buffer=wordpiece_models.normalizer(do_lower_case),
             token_out_type=tf.int32)
         self._fast_text = shortcut.fast_text_pattern(do_lower_case)
         # A text containing a never_split token (anywhere: cheap to test, rarely true) takes
