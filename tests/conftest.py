@@ -4,15 +4,6 @@ import gc
 import importlib.util
 import os
 
-# One TensorFlow thread per op and per graph: `make test` runs two workers on two cores, and
-# each worker's default pools (two threads each) spin while waiting for the other worker's
-# share of the cores. Tiny models gain nothing from a second thread. The whole suite on the
-# AMD VM: 12 min 20 s of CPU instead of 14 min 8 s, 7:01 instead of 7:56 (CONTRIBUTING.md).
-# Set before TensorFlow starts (it reads them when it makes its first thread pool), inherited
-# by the processes that tests start; a value already in the environment is kept.
-os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
-os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
-
 import hypothesis
 import keras
 import pytest
