@@ -16,7 +16,7 @@ from tensorflow_text.core.pybinds import pywrap_fast_bert_normalizer_model_build
 from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=4)  # two vocabs (a release's and its expansion), two models each
 def wordpiece(tokens, suffix_indicator, unknown_token, max_bytes_per_word, no_pretokenization):
     """The model of `tf_text.FastWordpieceTokenizer(vocab=list(tokens), ...)` with the same
     arguments (no detokenization), as a uint8 tensor.
