@@ -100,7 +100,7 @@ class FullTokenizer:
         self._basic = _BasicTokenizer(do_lower_case, self.never_split)
         # A word over MAX_CHARS_PER_WORD characters (at most 4 bytes each) is replaced by
         # [UNK] before WordPiece, so the byte limit below never decides.
-        tokens = tuple(vocab.tokens)
+        tokens = vocab.tokens  # a tuple: the key of the models built once per vocab
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             model_buffer=wordpiece_models.wordpiece(
                 tokens, "##", self._unk_token, 4 * MAX_CHARS_PER_WORD, True),

@@ -33,7 +33,7 @@ from tests import fresh_process
 from tests.eager import functions_run_eagerly
 from tests.limits import SUBPROCESS_TIMEOUT
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ROOT = fresh_process.ROOT
 TOOLS = os.path.join(ROOT, "tools")
 # The modules that define flags or read sys.argv when imported, imported afresh each run: the
 # package kbert.cli and its modules (the package too, or `from kbert.cli import run_ner` would
