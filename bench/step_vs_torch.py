@@ -153,7 +153,8 @@ def _child(side, batch, width):
                f"--shapes={batch}x{width}", f"--steps={_STEPS.value}",
                f"--threads={_THREADS.value}", f"--embedding_updates={_EMBEDDING.value}",
                f"--precision={_PRECISION.value}"]
-    return runs.child_result(command, cwd=runs.ROOT, env=runs.child_env())["seconds"]
+    env = runs.peer_env() if side == "torch" else runs.child_env()
+    return runs.child_result(command, cwd=runs.ROOT, env=env)["seconds"]
 
 
 def main(argv):

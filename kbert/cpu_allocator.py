@@ -29,13 +29,21 @@ import os
 ENV_VAR = "TF_CPU_ALLOCATOR_USE_BFC"
 TOP_PAD_ENV_VAR = "KBERT_MALLOC_TOP_PAD"
 TOP_PAD = 64 << 20
-M_TOP_PAD = -2  # glibc's malloc.h
+# Setting the pad turns off glibc's dynamic mmap threshold, which would otherwise rise to the
+# size of the blocks freed, up to 32 MiB; left at its initial 128 KiB, every larger block
+# outside the pad was mapped afresh (PyTorch's step in the same process page-faulted twice as
+# often). So the threshold is set where the dynamic one stops.
+MMAP_THRESHOLD = 32 << 20
+M_TOP_PAD, M_MMAP_THRESHOLD = -2, -3  # glibc's malloc.h
+GLIBC_SETTINGS = {"MALLOC_TOP_PAD_": "glibc.malloc.top_pad",
+                  "MALLOC_MMAP_THRESHOLD_": "glibc.malloc.mmap_threshold"}
 
 
 def glibc_chosen(environ):
-    """Whether the environment sets glibc's top pad itself."""
-    return "MALLOC_TOP_PAD_" in environ or "glibc.malloc.top_pad" in environ.get(
-        "GLIBC_TUNABLES", "")
+    """Whether the environment sets glibc's top pad or mmap threshold itself."""
+    tunables = environ.get("GLIBC_TUNABLES", "")
+    return any(variable in environ or tunable in tunables
+               for variable, tunable in GLIBC_SETTINGS.items())
 
 
 def top_pad(environ):
@@ -48,13 +56,14 @@ def top_pad(environ):
 
 
 def set_malloc_top_pad(environ=os.environ, libc=None):
-    """Sets glibc's top pad as the module docstring says; returns the pad set, or 0 if none.
-    `libc`: the C library to call (the process's own, when it is glibc, by default)."""
+    """Sets glibc's top pad (and so its mmap threshold) as the module docstring says; returns
+    the pad set, or 0 if none. `libc`: the C library to call (the process's own, when it is
+    glibc, by default)."""
     pad = top_pad(environ)
     if not pad or glibc_chosen(environ):
         return 0
     libc = libc or _glibc()
-    if libc is None:
+    if libc is None or libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1:
         return 0
     return pad if libc.mallopt(M_TOP_PAD, pad) == 1 else 0
 

@@ -56,13 +56,17 @@ class RecordingLibc:
     ({"KBERT_MALLOC_TOP_PAD": "1048576"}, 1 << 20),
     ({"KBERT_MALLOC_TOP_PAD": "0"}, 0),
     ({"MALLOC_TOP_PAD_": "0"}, 0),
+    ({"MALLOC_MMAP_THRESHOLD_": "131072"}, 0),
     ({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.malloc.top_pad=4096"}, 0),
+    ({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"}, 0),
     ({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}, 64 << 20),
 ])
 def test_the_top_pad_is_set_unless_the_user_chose(environ, expected):
     libc = RecordingLibc()
     assert cpu_allocator.set_malloc_top_pad(environ, libc) == expected
-    assert libc.calls == ([(cpu_allocator.M_TOP_PAD, expected)] if expected else [])
+    # The mmap threshold first: setting the pad turns glibc's dynamic one off.
+    assert libc.calls == ([(cpu_allocator.M_MMAP_THRESHOLD, 32 << 20),
+                           (cpu_allocator.M_TOP_PAD, expected)] if expected else [])
 
 
 def test_a_refused_top_pad_is_reported_as_none():
