@@ -1,9 +1,14 @@
-"""Page faults and step time with and without the top pad kbert gives glibc's malloc.
+"""Page faults and step time of kbert's training step with glibc's malloc as it is, and with a
+64 MiB top pad and a 32 MiB mmap threshold (`MALLOC_TOP_PAD_=67108864
+MALLOC_MMAP_THRESHOLD_=33554432` in the environment).
 
-`import kbert` sets a 64 MiB `M_TOP_PAD` for glibc's malloc (`kbert/cpu_allocator.py`);
-`KBERT_MALLOC_TOP_PAD=0` leaves glibc's default. What the pad saves depends on the machine
-(oneDNN's kernels, glibc, the kernel), so it is measured here, never asserted in a test. Each
-setting runs in a fresh process, alternating, and times `model.fit` steps of
+oneDNN's bfloat16 matmuls take their packing buffers (0.3-1 MB) from malloc on TensorFlow's
+worker threads, outside TensorFlow's pooling allocator, and glibc hands them back to the
+kernel after each call; the pad keeps them (BENCHMARKS.md, "glibc's top pad"). Both settings
+are glibc's own environment variables, read when the process starts: kbert sets neither (a
+faster step at one shape, SST-2 level end to end). What they save depends on the machine, so
+it is measured here, never asserted in a test. Each setting runs in a fresh process,
+alternating, and times `model.fit` steps of
 `bench.step_vs_torch`'s MiniLM-shaped classifier (the recipes' optimizer and traced step),
 printing per step: milliseconds, minor page faults, kernel (system) CPU milliseconds, and the
 process's peak resident memory.
@@ -47,11 +52,13 @@ print(json.dumps({"ms": statistics.median(r[0] for r in rows),
 """
 
 
+PAD = {"MALLOC_TOP_PAD_": str(64 << 20), "MALLOC_MMAP_THRESHOLD_": str(32 << 20)}
+
+
 def _child(batch, width, pad):
-    env = runs.child_env()
-    env.pop("KBERT_MALLOC_TOP_PAD", None)
-    if not pad:
-        env["KBERT_MALLOC_TOP_PAD"] = "0"
+    env = {key: value for key, value in runs.child_env().items() if key not in PAD}
+    if pad:
+        env.update(PAD)
     command = [sys.executable, "-c", _CHILD, str(batch), str(width), _PRECISION.value,
                str(_STEPS.value)]
     return runs.child_result(command, env=env, cwd=runs.ROOT)
@@ -71,7 +78,7 @@ def main(argv):
                 results[pad].append(_child(batch, width, pad))
         for pad, rows in results.items():
             median = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
-            print(f"| {batch} x {width} | {'64 MiB (kbert)' if pad else 'glibc default'} | "
+            print(f"| {batch} x {width} | {'64 MiB' if pad else 'glibc default'} | "
                   f"{median['ms']:.0f} | {median['faults']:.0f} | {median['system_ms']:.1f} | "
                   f"{median['peak_mb']:.0f} |", flush=True)
         print(json.dumps({f"{batch}x{width}": {str(pad): rows for pad, rows in results.items()}}))

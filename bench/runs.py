@@ -72,18 +72,10 @@ def child_env():
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path)
 
 
-def peer_env():
-    """The environment of a peer's child: `child_env`, with glibc's malloc at its defaults.
-    The peers import kbert's bench helpers, and `import kbert` gives glibc a top pad
-    (`kbert/cpu_allocator.py`); a peer runs as its own users run it, without one."""
-    return dict(child_env(), KBERT_MALLOC_TOP_PAD="0")
-
-
-def run(command, env=None):
-    """Runs `python *command` in the repository root (in `env`, else `child_env()`); raises
-    if it fails."""
+def run(command):
+    """Runs `python *command` in the repository root; raises if it fails."""
     print("+", " ".join(command), flush=True)
-    subprocess.run([sys.executable, *command], cwd=ROOT, env=env or child_env(), check=True)
+    subprocess.run([sys.executable, *command], cwd=ROOT, env=child_env(), check=True)
 
 
 def child_result(command, **kwargs):
@@ -100,7 +92,7 @@ def child_result(command, **kwargs):
 def run_peer(row, peer, command, output):
     """Runs a peer, `python -m *command`, on the MiniLM weights into the JSON `output`; puts
     the precision it ran in into row["<peer>_precision"] and returns its results."""
-    run(["-m", *command, f"--hf_dir={minilm_dir()}", f"--output={output}"], env=peer_env())
+    run(["-m", *command, f"--hf_dir={minilm_dir()}", f"--output={output}"])
     result = read_json(output)
     row[f"{peer}_precision"] = result["precision_settings"]
     return result

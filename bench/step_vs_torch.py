@@ -153,8 +153,7 @@ def _child(side, batch, width):
                f"--shapes={batch}x{width}", f"--steps={_STEPS.value}",
                f"--threads={_THREADS.value}", f"--embedding_updates={_EMBEDDING.value}",
                f"--precision={_PRECISION.value}"]
-    env = runs.peer_env() if side == "torch" else runs.child_env()
-    return runs.child_result(command, cwd=runs.ROOT, env=env)["seconds"]
+    return runs.child_result(command, cwd=runs.ROOT, env=runs.child_env())["seconds"]
 
 
 def main(argv):
