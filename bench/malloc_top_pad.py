@@ -8,10 +8,9 @@ kernel after each call; the pad keeps them (BENCHMARKS.md, "glibc's top pad"). B
 are glibc's own environment variables, read when the process starts: kbert sets neither (a
 faster step at one shape, SST-2 level end to end). What they save depends on the machine, so
 it is measured here, never asserted in a test. Each setting runs in a fresh process,
-alternating, and times `model.fit` steps of
-`bench.step_vs_torch`'s MiniLM-shaped classifier (the recipes' optimizer and traced step),
-printing per step: milliseconds, minor page faults, kernel (system) CPU milliseconds, and the
-process's peak resident memory.
+alternating, and times `model.fit` steps of `bench.step_vs_torch`'s MiniLM-shaped classifier
+(the recipes' optimizer and traced step), printing per step: milliseconds, minor page faults,
+kernel (system) CPU milliseconds, and the process's peak resident memory.
 
   python -m bench.malloc_top_pad --shapes=32x14,32x54 --precision=bfloat16
 """
@@ -68,7 +67,7 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     print(f"precision: {_PRECISION.value}; {runs.cpu()}")
-    print("| batch x width | top pad | ms/step | page faults/step | system CPU ms/step | "
+    print("| batch x width | glibc's malloc | ms/step | page faults/step | system CPU ms/step | "
           "peak MB |")
     print("|---|---|---:|---:|---:|---:|")
     for batch, width in (runs.batch_by_width(shape, "shapes") for shape in _SHAPES.value):
@@ -78,7 +77,8 @@ def main(argv):
                 results[pad].append(_child(batch, width, pad))
         for pad, rows in results.items():
             median = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
-            print(f"| {batch} x {width} | {'64 MiB' if pad else 'glibc default'} | "
+            setting = "64 MiB top pad, 32 MiB mmap threshold" if pad else "as it is"
+            print(f"| {batch} x {width} | {setting} | "
                   f"{median['ms']:.0f} | {median['faults']:.0f} | {median['system_ms']:.1f} | "
                   f"{median['peak_mb']:.0f} |", flush=True)
         print(json.dumps({f"{batch}x{width}": {str(pad): rows for pad, rows in results.items()}}))
