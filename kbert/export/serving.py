@@ -4,15 +4,14 @@ Everything here is TensorFlow and tensorflow-text ops, so a SavedModel of a `Ser
 loads and runs where only those two are installed.
 """
 
-import keras_nlp
 import tensorflow as tf
 
 from kbert.export import tagging
+from kbert.tokenization import packing
 from kbert.tokenization.preprocessor import BertPreprocessor
 
 TEXT_SIGNATURE = "serving_default"
 TOKEN_IDS_SIGNATURE = "serve_token_ids"
-_UNPADDED = -1  # the packer's pad value, told apart from every real id, then set to [PAD]
 _IDS = tf.TensorSpec([None, None], tf.int32)
 _STRINGS = tf.TensorSpec([None], tf.string)
 
@@ -27,11 +26,10 @@ class _Callables:
     the graph.
     """
 
-    def __init__(self, model, preprocessor, packer):
+    def __init__(self, model, preprocessor):
         self.model = model
         self.preprocessor = preprocessor
         self.tokenizer = preprocessor.tokenizer
-        self.packer = packer
 
 
 class ServingModule(tf.Module):
@@ -68,13 +66,9 @@ class ServingModule(tf.Module):
         preprocessor = BertPreprocessor(
             vocabulary=list(vocab.tokens), do_lower_case=do_lower_case,
             max_seq_length=max_seq_length, pad_to_max_length=False, never_split=never_split)
-        # As run_squad.py convert_examples_to_features (its first window): the question is
-        # cut to max_query_length pieces and the context gets the rest ("waterfall").
-        packer = keras_nlp.layers.MultiSegmentPacker(
-            sequence_length=max_seq_length, start_value=vocab.cls_id, end_value=vocab.sep_id,
-            pad_value=_UNPADDED, truncate="waterfall", dtype="int32")
-        self._keras = _Callables(model, preprocessor, packer)
+        self._keras = _Callables(model, preprocessor)
         self._pad_id = vocab.pad_id
+        self._cls_id, self._sep_id = vocab.cls_id, vocab.sep_id
         self._unk_id = vocab.unk_id
         encoder = model if task == "encoder" else model.encoder
         self._table_sizes = {"input_ids": encoder.vocabulary_size,
@@ -186,15 +180,15 @@ class ServingModule(tf.Module):
         return outputs
 
     def _pack(self, segments):
-        """[CLS] A [SEP] (B [SEP]) with waterfall truncation, padded to the longest row."""
-        token_ids, segment_ids = self._keras.packer(tuple(segments))
-        is_token = tf.not_equal(token_ids, _UNPADDED)
-        width = tf.reduce_max(tf.reduce_sum(tf.cast(is_token, tf.int32), axis=1))
-        token_ids, segment_ids, is_token = (t[:, :width]
-                                            for t in (token_ids, segment_ids, is_token))
+        """[CLS] A [SEP] (B [SEP]) padded to the longest row. As run_squad.py
+        convert_examples_to_features (its first window), a pair is truncated "waterfall": the
+        question, already cut to max_query_length pieces, first, the context gets the rest."""
+        token_ids, segment_ids, is_token = packing.pack(
+            segments, self._max_seq_length, self._cls_id, self._sep_id,
+            truncate=packing.WATERFALL)
         return _at_least_two_columns({
             "token_ids": tf.where(is_token, token_ids, self._pad_id),
-            "segment_ids": tf.cast(segment_ids, tf.int32),
+            "segment_ids": segment_ids,
             "padding_mask": tf.cast(is_token, tf.int32)})
 
     def _task_outputs(self, features, label_mask=None):
@@ -308,10 +302,10 @@ def _checked(signature, inputs, expected):
     """`inputs`, checked to share one shape of the declared rank, or InvalidArgumentError.
 
     A bad request must fail alone, never reach an op that aborts the process (keras-nlp's
-    packer on pairs of unequal batch sizes throws std::length_error) or answer for other rows
-    than those sent. The rank is checked by EnsureShape: the signature declares it, so
-    `assert_rank`, `tf.rank` and Grappler take it from the declaration, and such a check never
-    runs.
+    packer, which kbert used until 2026-11-29, threw std::length_error on pairs of unequal
+    batch sizes) or answer for other rows than those sent. The rank is checked by
+    EnsureShape: the signature declares it, so `assert_rank`, `tf.rank` and Grappler take it
+    from the declaration, and such a check never runs.
 
     Args:
         signature: str. Named in the message.

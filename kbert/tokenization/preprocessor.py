@@ -3,14 +3,12 @@
 import functools
 
 import keras
-import keras_nlp
 import tensorflow as tf
 
+from kbert.tokenization import packing
 from kbert.tokenization import text_inputs
 from kbert.tokenization import vocab as vocab_lib
 from kbert.tokenization.tokenizer import FullTokenizer
-
-_UNPADDED = -1  # the packer's pad value, told apart from every real id, then set to [PAD]
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -19,10 +17,9 @@ class BertPreprocessor(keras.layers.Layer):
 
     Tokens are exactly Google's `FullTokenizer`'s, and packing is exactly run_classifier's
     `convert_single_example`: pairs are truncated as `_truncate_seq_pair` (pop from the longer
-    segment, from B on a tie), which keras-nlp's `MultiSegmentPacker` with
-    `truncate="round_robin"` reproduces (it hands the budget out one token at a time, A
-    first; the tests check every pair of lengths up to 13). Where B has no tokens, Google packs
-    A alone (`[CLS] A [SEP]`, no second `[SEP]`), and so does this layer.
+    segment, from B on a tie; the tests check every pair of lengths up to 13), and where B has
+    no tokens, Google packs A alone (`[CLS] A [SEP]`, no second `[SEP]`), and so does this
+    layer (`kbert.tokenization.packing`).
     The vocabulary is part of the layer's config and its graph, so a `.keras` file or a
     SavedModel that holds the layer needs no `vocab.txt`.
     Every token id is a row of the vocabulary, so ids are in [0, len(vocabulary)); a model
@@ -87,9 +84,7 @@ class BertPreprocessor(keras.layers.Layer):
         self.vocabulary = list(vocab.tokens)
         self._tokenizer = _shared_tokenizer(vocab, do_lower_case, tuple(self.never_split))
         self._pad_id = vocab.pad_id
-        self._packer = keras_nlp.layers.MultiSegmentPacker(
-            sequence_length=max_seq_length, start_value=vocab.cls_id, end_value=vocab.sep_id,
-            pad_value=_UNPADDED, truncate="round_robin", dtype="int32")
+        self._cls_id, self._sep_id = vocab.cls_id, vocab.sep_id
         # As keras-nlp's preprocessing layers: string inputs pass through unconverted.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
@@ -115,36 +110,18 @@ class BertPreprocessor(keras.layers.Layer):
         unbatched = texts[0].shape.rank == 0
         if unbatched:
             texts = [t[None] for t in texts]
-        ids = tuple(self._tokenizer.tokenize_ids(t) for t in texts)
-        token_ids, segment_ids = self._pack(ids)
-        if len(ids) == 2:
-            # convert_single_example adds B and its [SEP] only if B has tokens after
-            # truncation; with none to start with, A alone gets the whole budget.
-            emptied = tf.equal(tf.reduce_sum(segment_ids, axis=1), 1)[:, None]
-            dropped = emptied & tf.equal(segment_ids, 1)
-            token_ids = tf.where(dropped, _UNPADDED, token_ids)
-            segment_ids = tf.where(dropped, 0, segment_ids)
-            single_ids, single_segments = self._pack(ids[:1])
-            alone = tf.equal(ids[1].row_lengths(), 0)[:, None]
-            token_ids = tf.where(alone, single_ids, token_ids)
-            segment_ids = tf.where(alone, single_segments, segment_ids)
-        is_token = tf.not_equal(token_ids, _UNPADDED)
-        if not self.pad_to_max_length:
-            width = tf.reduce_max(tf.reduce_sum(tf.cast(is_token, tf.int32), axis=1))
-            token_ids, segment_ids, is_token = (
-                t[:, :width] for t in (token_ids, segment_ids, is_token))
+        ids = [self._tokenizer.tokenize_ids(t) for t in texts]
+        token_ids, segment_ids, is_token = packing.pack(
+            ids, self.max_seq_length, self._cls_id, self._sep_id,
+            width=self.max_seq_length if self.pad_to_max_length else None)
         outputs = {
             "token_ids": tf.where(is_token, token_ids, self._pad_id),
-            "segment_ids": tf.cast(segment_ids, tf.int32),
+            "segment_ids": segment_ids,
             "padding_mask": tf.cast(is_token, tf.int32),
         }
         if unbatched:
             outputs = {k: v[0] for k, v in outputs.items()}
         return outputs
-
-    def _pack(self, ids):
-        # The packer returns shape [0] for an empty batch; keep [0, max_seq_length].
-        return (tf.reshape(t, [-1, self.max_seq_length]) for t in self._packer(ids))
 
     def get_config(self):
         config = super().get_config()
