@@ -96,11 +96,88 @@ class FullTokenizer:
                              f"{unknown}")
         self.vocab = dict(vocab.ids)
         self.inv_vocab = dict(enumerate(vocab.tokens))
+        self._graphs = _tokenizer_graphs(vocab.tokens, do_lower_case, tuple(self.never_split))
+
+    def tokenize(self, text):
+        """Word pieces of one string (str, or UTF-8 bytes), exactly as Google's `tokenize`."""
+        ids = self._graphs.ids_function(_one_text(text)).flat_values.numpy()
+        return [self.inv_vocab[i] for i in ids.tolist()]
+
+    def tokenize_with_offsets(self, text):
+        """Word pieces of one string with their character spans and word indices.
+
+        Args:
+            text: str.
+
+        Returns:
+            `WordPieces` of lists: tokens (str), begins and ends (int: `text[begin:end]` is
+            the piece's source) and word_ids (int: index in the whitespace-split text).
+        """
+        out = self._graphs.offsets_function(_one_text(text))
+        ids, begins, ends, words = (out[k].flat_values.numpy().tolist()
+                                    for k in ("token_ids", "begins", "ends", "word_ids"))
+        return WordPieces([self.inv_vocab[i] for i in ids], begins, ends, words)
+
+    def tokenize_ids(self, texts):
+        """Token ids of a batch of strings, in-graph.
+
+        Args:
+            texts: string tensor (or list of str) [batch].
+
+        Returns:
+            int32 RaggedTensor [batch, (pieces)].
+        """
+        return _call(self._graphs.ids_function, self._graphs.ids, texts)
+
+    def tokenize_ids_with_offsets(self, texts):
+        """Token ids of a batch of strings with character spans and word indices, in-graph.
+
+        Args:
+            texts: string tensor (or list of str) [batch].
+
+        Returns:
+            dict of RaggedTensors [batch, (pieces)]: `token_ids` (int32), `begins` and `ends`
+            (int64 character indices into each text; see the class docstring) and
+            `word_ids` (int64 index of the whitespace-separated word of each piece).
+        """
+        return _call(self._graphs.offsets_function, self._graphs.ids_with_offsets, texts)
+
+    def basic_tokenize(self, texts):
+        """Google's `BasicTokenizer` (never_split included) on texts [batch]: [batch, (words)].
+
+        Args:
+            texts: string tensor (or list of str) [batch].
+
+        Returns:
+            string RaggedTensor [batch, (words)], normalised as WordPiece sees them.
+        """
+        return _call(self._graphs.words_function, self._graphs.words, texts)
+
+    def convert_tokens_to_ids(self, tokens):
+        return [self.vocab[t] for t in tokens]
+
+    def convert_ids_to_tokens(self, ids):
+        return [self.inv_vocab[int(i)] for i in ids]
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer_graphs(tokens, do_lower_case, never_split):
+    """One `_TokenizerGraphs` per vocabulary and options in a process, so a second
+    `FullTokenizer` of them traces nothing (its first batch: ~0.3 s for ids and ~1 s with
+    offsets, MiniLM's vocab). Built eagerly (`init_scope`), even from inside a trace, so every
+    graph and eager call may capture its tensors."""
+    with tf.init_scope():
+        return _TokenizerGraphs(tokens, do_lower_case, never_split)
+
+
+class _TokenizerGraphs:
+    """The ops of `FullTokenizer` for one vocabulary and options, and their `tf.function`s."""
+
+    def __init__(self, tokens, do_lower_case, never_split):
         self._unk_token = "[UNK]"
-        self._basic = _BasicTokenizer(do_lower_case, self.never_split)
+        self._basic = _BasicTokenizer(do_lower_case, never_split)
         # A word over MAX_CHARS_PER_WORD characters (at most 4 bytes each) is replaced by
         # [UNK] before WordPiece, so the byte limit below never decides.
-        tokens = vocab.tokens  # a tuple: the key of the models built once per vocab
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             model_buffer=wordpiece_models.wordpiece(
                 tokens, "##", self._unk_token, 4 * MAX_CHARS_PER_WORD, True),
@@ -115,81 +192,20 @@ class FullTokenizer:
         # the character-level path, which knows them.
         self._never_split_search = (f"(?s).*(?:{self._basic.never_split_pattern}).*"
                                     if self._basic.never_split_pattern else None)
-        self._ids_function = _compile(self._ids)
-        self._offsets_function = _compile(self._ids_with_offsets)
-        self._words_function = _compile(self._words)
-
-    def tokenize(self, text):
-        """Word pieces of one string (str, or UTF-8 bytes), exactly as Google's `tokenize`."""
-        ids = self._ids_function(_one_text(text)).flat_values.numpy()
-        return [self.inv_vocab[i] for i in ids.tolist()]
-
-    def tokenize_with_offsets(self, text):
-        """Word pieces of one string with their character spans and word indices.
-
-        Args:
-            text: str.
-
-        Returns:
-            `WordPieces` of lists: tokens (str), begins and ends (int: `text[begin:end]` is
-            the piece's source) and word_ids (int: index in the whitespace-split text).
-        """
-        out = self._offsets_function(_one_text(text))
-        ids, begins, ends, words = (out[k].flat_values.numpy().tolist()
-                                    for k in ("token_ids", "begins", "ends", "word_ids"))
-        return WordPieces([self.inv_vocab[i] for i in ids], begins, ends, words)
-
-    def tokenize_ids(self, texts):
-        """Token ids of a batch of strings, in-graph.
-
-        Args:
-            texts: string tensor (or list of str) [batch].
-
-        Returns:
-            int32 RaggedTensor [batch, (pieces)].
-        """
-        return _call(self._ids_function, self._ids, texts)
-
-    def tokenize_ids_with_offsets(self, texts):
-        """Token ids of a batch of strings with character spans and word indices, in-graph.
-
-        Args:
-            texts: string tensor (or list of str) [batch].
-
-        Returns:
-            dict of RaggedTensors [batch, (pieces)]: `token_ids` (int32), `begins` and `ends`
-            (int64 character indices into each text; see the class docstring) and
-            `word_ids` (int64 index of the whitespace-separated word of each piece).
-        """
-        return _call(self._offsets_function, self._ids_with_offsets, texts)
-
-    def basic_tokenize(self, texts):
-        """Google's `BasicTokenizer` (never_split included) on texts [batch]: [batch, (words)].
-
-        Args:
-            texts: string tensor (or list of str) [batch].
-
-        Returns:
-            string RaggedTensor [batch, (words)], normalised as WordPiece sees them.
-        """
-        return _call(self._words_function, self._words, texts)
-
-    def convert_tokens_to_ids(self, tokens):
-        return [self.vocab[t] for t in tokens]
-
-    def convert_ids_to_tokens(self, ids):
-        return [self.inv_vocab[int(i)] for i in ids]
+        self.ids_function = _compile(self.ids)
+        self.offsets_function = _compile(self.ids_with_offsets)
+        self.words_function = _compile(self.words)
 
     @tf.autograph.experimental.do_not_convert
-    def _words(self, texts):
+    def words(self, texts):
         return self._basic.segment(texts).words_by_row()
 
     @tf.autograph.experimental.do_not_convert
-    def _ids(self, texts):
+    def ids(self, texts):
         return self._by_route(texts, self._fast.tokenize, self._exact_ids)
 
     @tf.autograph.experimental.do_not_convert
-    def _ids_with_offsets(self, texts):
+    def ids_with_offsets(self, texts):
         return self._by_route(texts, self._fast_ids_with_offsets, self._exact_ids_with_offsets)
 
     def _by_route(self, texts, fast_function, exact_function):

@@ -47,7 +47,7 @@ def test_route(text, fast):
 
 @functools.cache
 def _exact_path(tokenizer):
-    return tokenizer_lib._compile(tokenizer._exact_ids_with_offsets)
+    return tokenizer_lib._compile(tokenizer._graphs._exact_ids_with_offsets)
 
 
 def assert_paths_agree(tokenizer, texts):

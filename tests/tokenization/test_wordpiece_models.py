@@ -34,19 +34,35 @@ def test_the_models_are_the_ones_tf_text_builds(vocab_file):
 def test_tokenizers_of_one_vocab_share_the_models_and_others_do_not(vocab_file):
     first = tokenizer_lib.FullTokenizer(vocab_file)
     second = tokenizer_lib.FullTokenizer(vocab_file, do_lower_case=False)
-    assert first._wordpiece._model is second._wordpiece._model
-    assert first._fast._fast_bert_normalizer._model is not (
-        second._fast._fast_bert_normalizer._model)
+    assert first._graphs._wordpiece._model is second._graphs._wordpiece._model
+    assert first._graphs._fast._fast_bert_normalizer._model is not (
+        second._graphs._fast._fast_bert_normalizer._model)
     tokens = list(vocab_lib.load_vocab(vocab_file).tokens)
     tokens[tokens.index("world")] = "zqxj"
     other = tokenizer_lib.FullTokenizer(vocab_lib.Vocab(tokens))
-    assert other._wordpiece._model is not first._wordpiece._model
+    assert other._graphs._wordpiece._model is not first._graphs._wordpiece._model
     assert other.tokenize("zqxj") == ["zqxj"] and first.tokenize("zqxj") != ["zqxj"]
     assert "world" not in other.tokenize("hello world")
 
 
+def test_tokenizers_of_one_vocab_and_options_share_their_traced_functions(vocab_file):
+    first = tokenizer_lib.FullTokenizer(vocab_file)
+    first.tokenize_ids(TEXTS)
+    traces = first._graphs.ids_function.experimental_get_tracing_count()
+    # Another Vocab object of the same tokens, and the same options: nothing is traced again.
+    second = tokenizer_lib.FullTokenizer(vocab_lib.load_vocab(vocab_file))
+    assert second.tokenize_ids(TEXTS).to_list() == first.tokenize_ids(TEXTS).to_list()
+    assert second._graphs.ids_function is first._graphs.ids_function
+    assert first._graphs.ids_function.experimental_get_tracing_count() == traces
+    never_split = tokenizer_lib.FullTokenizer(vocab_file, never_split=["[UNK]"])
+    assert never_split._graphs is not first._graphs
+    assert never_split.tokenize("x [UNK] y") == ["x", "[UNK]", "y"]
+    assert first.tokenize("x [UNK] y") == ["x", "[", "un", "##k", "]", "y"]
+
+
 def test_a_tokenizer_made_while_tracing_serves_every_graph_and_eager_calls(vocab_file):
     wordpiece_models.wordpiece.cache_clear()
+    tokenizer_lib._tokenizer_graphs.cache_clear()
     made = []
 
     @tf.function
@@ -56,6 +72,6 @@ def test_a_tokenizer_made_while_tracing_serves_every_graph_and_eager_calls(vocab
 
     in_graph = make_and_tokenize(tf.constant(["unaffable world"]))
     later = tokenizer_lib.FullTokenizer(vocab_file)  # from the cache the trace filled
-    assert later._wordpiece._model is made[0]._wordpiece._model
+    assert later._graphs._wordpiece._model is made[0]._graphs._wordpiece._model
     np.testing.assert_array_equal(in_graph, later.tokenize_ids(["unaffable world"]).flat_values)
     assert later.tokenize("unaffable world") == ["una", "##ffa", "##ble", "world"]
