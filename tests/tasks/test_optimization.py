@@ -4,10 +4,15 @@ import keras
 import numpy as np
 import pytest
 
+from kbert.config import BertConfig
 from kbert.models.classifier import BertClassifier
 from kbert.models.encoder import BertEncoder
 from kbert.tasks import optimization
+from tests.conftest import TINY_RELEASE_CONFIG
 
+# The update does not depend on depth: the fit tests train one transformer layer, which has
+# every kind of weight (embeddings, attention, feed-forward, LayerNorm, pooler, head).
+ONE_LAYER = BertConfig(**TINY_RELEASE_CONFIG)
 FUSED_STEP = optimization._fused_adamw_step  # before `fused_steps` wraps it
 
 
@@ -137,7 +142,7 @@ def test_compiled_update_equals_reference_adamw_with_sparse_gradients(clipnorm, 
 
 
 @pytest.mark.parametrize("strategy", ["default", "one_device"])
-def test_compiled_update_in_fit_equals_keras_update(tiny_config, strategy, fused_steps):
+def test_compiled_update_in_fit_equals_keras_update(strategy, fused_steps):
     """The recipes train under OneDeviceStrategy: the compiled update runs there too."""
     import tensorflow as tf
 
@@ -156,7 +161,7 @@ def test_compiled_update_in_fit_equals_keras_update(tiny_config, strategy, fused
     for cls in (optimization.AdamW, KerasUpdate):
         keras.utils.set_random_seed(0)
         with scope.scope():
-            model = BertClassifier(BertEncoder(**tiny_config.encoder_kwargs()), 3, dropout=0.0)
+            model = BertClassifier(BertEncoder(**ONE_LAYER.encoder_kwargs()), 3, dropout=0.0)
             model.compile(optimizer=cls(learning_rate=1e-2, weight_decay=0.1, epsilon=1e-6,
                                         global_clipnorm=1.0),
                           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -236,8 +241,7 @@ def test_sparse_embedding_updates_equal_reference_lazy_adamw(clipnorm, fused_ste
 
 
 @pytest.mark.parametrize("strategy", ["default", "one_device"])
-def test_sparse_embedding_updates_in_fit_differ_from_dense_only_on_unused_rows(
-        tiny_config, strategy):
+def test_sparse_embedding_updates_in_fit_differ_from_dense_only_on_unused_rows(strategy):
     """The same batch every step: the rows it uses get exactly dense AdamW's update; the
     unused word and segment rows keep their initial values, where dense AdamW decays them."""
     import tensorflow as tf
@@ -252,7 +256,7 @@ def test_sparse_embedding_updates_in_fit_differ_from_dense_only_on_unused_rows(
     for sparse in (True, False):
         keras.utils.set_random_seed(0)
         with scope.scope():
-            model = BertClassifier(BertEncoder(**tiny_config.encoder_kwargs()), 3, dropout=0.0)
+            model = BertClassifier(BertEncoder(**ONE_LAYER.encoder_kwargs()), 3, dropout=0.0)
             initial = {v.path: v.numpy() for v in model.trainable_variables}
             model.compile(optimizer=optimization.create_optimizer(
                 1e-2, 10, 0, weight_decay=0.1, sparse_embedding_updates=sparse),

@@ -32,6 +32,9 @@ def test_the_models_are_the_ones_tf_text_builds(vocab_file):
 
 
 def test_tokenizers_of_one_vocab_share_the_models_and_others_do_not(vocab_file):
+    # Both caches empty: which models an earlier test's tokenizers left in them varies.
+    wordpiece_models.wordpiece.cache_clear()
+    tokenizer_lib._tokenizer_graphs.cache_clear()
     first = tokenizer_lib.FullTokenizer(vocab_file)
     second = tokenizer_lib.FullTokenizer(vocab_file, do_lower_case=False)
     assert first._graphs._wordpiece._model is second._graphs._wordpiece._model
