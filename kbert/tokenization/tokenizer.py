@@ -127,7 +127,7 @@ class FullTokenizer:
         Returns:
             int32 RaggedTensor [batch, (pieces)].
         """
-        return _call(self._graphs.ids_function, self._graphs.ids, texts)
+        return _call(self._graphs.ids_function, texts)
 
     def tokenize_ids_with_offsets(self, texts):
         """Token ids of a batch of strings with character spans and word indices, in-graph.
@@ -140,7 +140,7 @@ class FullTokenizer:
             (int64 character indices into each text; see the class docstring) and
             `word_ids` (int64 index of the whitespace-separated word of each piece).
         """
-        return _call(self._graphs.offsets_function, self._graphs.ids_with_offsets, texts)
+        return _call(self._graphs.offsets_function, texts)
 
     def basic_tokenize(self, texts):
         """Google's `BasicTokenizer` (never_split included) on texts [batch]: [batch, (words)].
@@ -151,7 +151,7 @@ class FullTokenizer:
         Returns:
             string RaggedTensor [batch, (words)], normalised as WordPiece sees them.
         """
-        return _call(self._graphs.words_function, self._graphs.words, texts)
+        return _call(self._graphs.words_function, texts)
 
     def convert_tokens_to_ids(self, tokens):
         return [self.vocab[t] for t in tokens]
@@ -290,13 +290,13 @@ class _TokenizerGraphs:
 
 def basic_tokenize(texts, do_lower_case=True):
     """Google's `BasicTokenizer` on texts [batch]: string RaggedTensor of words [batch, (w)]."""
-    return _call(_basic_words_function(do_lower_case),
-                 lambda t: _BasicTokenizer(do_lower_case).segment(t).words_by_row(), texts)
+    return _call(_basic_words_function(do_lower_case), texts)
 
 
 @functools.lru_cache(maxsize=2)
 def _basic_words_function(do_lower_case):
-    basic = _BasicTokenizer(do_lower_case)
+    with tf.init_scope():  # eager tensors, which every graph may capture
+        basic = _BasicTokenizer(do_lower_case)
     return _compile(lambda texts: basic.segment(texts).words_by_row())
 
 
@@ -348,10 +348,11 @@ def _compile(graph_builder):
     return tf.function(graph_builder, input_signature=[_STRING_BATCH], autograph=False)
 
 
-def _call(function, graph_builder, texts):
-    """Eagerly, the compiled `function`; while tracing, the ops themselves."""
-    texts = _as_batch(texts)
-    return function(texts) if tf.executing_eagerly() else graph_builder(texts)
+def _call(function, texts):
+    """`function`, a tokenizer's `tf.function`, on a batch of strings: run eagerly, or called
+    from the graph being traced (a SavedModel's signature, a `tf.data` map), so the tokenizer's
+    graph is traced once per vocabulary and options in a process, not into every caller."""
+    return function(_as_batch(texts))
 
 
 class _BasicTokenizer:

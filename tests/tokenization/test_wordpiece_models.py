@@ -78,3 +78,16 @@ def test_a_tokenizer_made_while_tracing_serves_every_graph_and_eager_calls(vocab
     assert later._graphs._wordpiece._model is made[0]._graphs._wordpiece._model
     np.testing.assert_array_equal(in_graph, later.tokenize_ids(["unaffable world"]).flat_values)
     assert later.tokenize("unaffable world") == ["una", "##ffa", "##ble", "world"]
+
+
+def test_the_basic_tokenizer_first_used_while_tracing_serves_eager_calls_too():
+    tokenizer_lib._basic_words_function.cache_clear()
+
+    @tf.function
+    def words(texts):
+        return tokenizer_lib.basic_tokenize(texts).flat_values
+
+    np.testing.assert_array_equal(words(tf.constant(["Hello, World!"])), [b"hello", b",",
+                                                                          b"world", b"!"])
+    assert tokenizer_lib.basic_tokenize(["Straße"], do_lower_case=True).to_list() == [
+        ["straße".encode()]]
