@@ -74,14 +74,14 @@ def pack(segments, max_seq_length, cls_id, sep_id, truncate=LONGEST_FIRST, width
     positions = tf.range(tf.cast(width, tf.int64), dtype=tf.int64)[None, :]
     token_ids = tf.where(positions < total[:, None], tf.constant(sep_id, tf.int32), -1)
     token_ids = tf.where(positions == 0, tf.constant(cls_id, tf.int32), token_ids)
-    segment_ids = tf.zeros_like(token_ids)
-    for index, (segment, start, count) in enumerate(zip(segments, starts, kept, strict=True)):
+    for segment, start, count in zip(segments, starts, kept, strict=True):
         inside, ids = _gathered(segment, start, count, positions)
         token_ids = tf.where(inside, ids, token_ids)
-        if index == 1:  # B's pieces and its [SEP]
-            segment_ids = tf.cast((positions >= start[:, None]) & (positions < total[:, None]),
-                                  tf.int32)
-    return token_ids, segment_ids, positions < total[:, None]
+    is_token = positions < total[:, None]
+    # Segment 1: B's pieces and its [SEP], from B's start to the end of the row.
+    segment_ids = tf.zeros_like(token_ids) if len(starts) == 1 else tf.cast(
+        (positions >= starts[1][:, None]) & is_token, tf.int32)
+    return token_ids, segment_ids, is_token
 
 
 def _same_batch(segments):
