@@ -16,6 +16,9 @@ import pytest
 import kbert
 from tests.limits import SUBPROCESS_TIMEOUT
 
+# On one worker (setup.cfg), so the site is built once.
+pytestmark = pytest.mark.xdist_group(__name__)
+
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 API_PAGE = os.path.join(ROOT, "docs", "api.md")
 NOTEBOOKS = sorted(name for name in os.listdir(os.path.join(ROOT, "notebooks"))

@@ -14,6 +14,7 @@ TEXT_SIGNATURE = "serving_default"
 TOKEN_IDS_SIGNATURE = "serve_token_ids"
 _IDS = tf.TensorSpec([None, None], tf.int32)
 _STRINGS = tf.TensorSpec([None], tf.string)
+_FEATURES = ("token_ids", "segment_ids", "padding_mask")
 
 
 class _Callables:
@@ -30,6 +31,11 @@ class _Callables:
         self.model = model
         self.preprocessor = preprocessor
         self.tokenizer = preprocessor.tokenizer
+        # The model traced once and called from both signatures: a second trace of the
+        # forward pass made every export slower and every SavedModel hold the model twice.
+        self.forward = tf.function(
+            lambda features: model(features, training=False),
+            input_signature=[{name: _IDS for name in _FEATURES}], autograph=False)
 
 
 class ServingModule(tf.Module):
@@ -192,7 +198,7 @@ class ServingModule(tf.Module):
             "padding_mask": tf.cast(is_token, tf.int32)})
 
     def _task_outputs(self, features, label_mask=None):
-        outputs = self._keras.model(features, training=False)
+        outputs = self._keras.forward({name: features[name] for name in _FEATURES})
         if self.task == "encoder":
             return {name: tf.cast(outputs[name], tf.float32)
                     for name in ("pooled_output", "sequence_output")}

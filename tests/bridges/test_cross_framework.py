@@ -6,15 +6,16 @@ import os
 import keras_hub
 import numpy as np
 import pytest
-import torch
-import transformers
 
 import kbert
 from tests.bridges import heads
 from tests.oracle import google_classifier
 from tests.oracle import google_squad
 
-pytestmark = pytest.mark.slow
+# PyTorch and transformers are imported by these tests only, on the one worker that runs them
+# all (setup.cfg): imported at collection, they cost every pytest worker ~4 s (AMD AVX-512 VM,
+# 2026-11-29).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(__name__)]
 
 
 def google_export(model, directory):
@@ -53,6 +54,8 @@ def test_google_run_squad_restores_kbert_span_labeler(tmp_path):
 
 
 def run_transformers(model_class, directory, x):
+    import torch
+
     hf = model_class.from_pretrained(str(directory)).eval()
     with torch.no_grad():
         return hf(input_ids=torch.tensor(x["token_ids"], dtype=torch.long),
@@ -63,6 +66,8 @@ def run_transformers(model_class, directory, x):
 @pytest.mark.parametrize("kind", ["classifier", "regression", "multi_label", "span_labeler",
                                   "tagger_crf", "pretrainer", "encoder"])
 def test_transformers_loads_each_head(kind, tmp_path):
+    import transformers
+
     model = heads.make_model(kind)
     kbert.save_model(model, str(tmp_path), format="huggingface")
     x = heads.inputs()
@@ -101,6 +106,8 @@ def test_transformers_loads_each_head(kind, tmp_path):
 
 
 def test_transformers_label_names_and_back(tmp_path):
+    import transformers
+
     model = heads.make_model("tagger")
     labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
     kbert.save_model(model, str(tmp_path / "hf"), format="huggingface", label_names=labels)
@@ -162,6 +169,9 @@ def test_reads_a_preset_that_keras_hub_saved(tmp_path):
 
 
 def test_transformers_trains_a_multi_label_head_with_binary_cross_entropy(tmp_path):
+    import torch
+    import transformers
+
     model = heads.make_model("multi_label")
     kbert.save_model(model, str(tmp_path), format="huggingface")
     x = heads.inputs()

@@ -9,7 +9,8 @@ import kbert
 from tests.conftest import TINY_CONFIG
 from tests.oracle import google_bert
 
-pytestmark = pytest.mark.slow
+# On one worker (setup.cfg), so its Google graphs are built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(__name__)]
 ATOL = 1e-5
 
 

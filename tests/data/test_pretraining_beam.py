@@ -8,11 +8,12 @@ from kbert.data import records
 from kbert.data.pretraining import instances
 from kbert.data.pretraining import writer
 
-beam = pytest.importorskip("apache_beam")
-from kbert.data.pretraining import beam_pipeline  # noqa: E402 - needs apache_beam
-
 
 def test_beam_writes_the_same_bytes_as_the_local_tool(wiki_sample, vocab_file, tmp_path):
+    # Imported here, not at collection: only the worker that runs this test pays Beam's import.
+    pytest.importorskip("apache_beam")
+    from kbert.data.pretraining import beam_pipeline
+
     kwargs = dict(input_format="wikiextractor", num_shards=3,
                   config=instances.PretrainingDataConfig(dupe_factor=2))
     local = writer.create_pretraining_data(

@@ -15,7 +15,8 @@ from kbert.data import features
 from kbert.data.pretraining import writer
 
 SEQ, PREDICTIONS = 128, 20
-pytestmark = pytest.mark.slow  # Google's generator runs in a subprocess (~10 s)
+# Slow: Google's generator runs in a subprocess (~10 s), once, on one worker (setup.cfg).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(__name__)]
 
 
 @pytest.fixture(scope="module")

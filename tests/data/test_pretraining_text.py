@@ -16,6 +16,9 @@ from kbert.data.pretraining import text_input
 from kbert.data.pretraining import writer
 from tests.data import test_pretraining_google as google_test
 
+# On one worker (setup.cfg), so Google's generator runs once.
+pytestmark = pytest.mark.xdist_group(__name__)
+
 SEQ, PREDICTIONS = google_test.SEQ, google_test.PREDICTIONS
 
 

@@ -27,6 +27,9 @@ from kbert.models.token_classifier import BertTokenClassifier
 from tests import fresh_process
 from tests.limits import SUBPROCESS_TIMEOUT
 
+# On one worker (setup.cfg), so the five exports are built and served once.
+pytestmark = pytest.mark.xdist_group(__name__)
+
 MAX_SEQ_LENGTH = 24
 MAX_QUERY_LENGTH = 6
 MAX_ANSWER_LENGTH = 5

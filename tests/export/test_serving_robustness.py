@@ -30,6 +30,9 @@ from tests.conftest import TINY_VOCAB
 from tests.limits import SUBPROCESS_TIMEOUT
 from tests.tools.runner import run_tool
 
+# On one worker (setup.cfg), so the six exports are built once.
+pytestmark = pytest.mark.xdist_group(__name__)
+
 MAX_SEQ_LENGTH = 12
 MAX_POSITIONS = TINY_CONFIG["max_position_embeddings"]
 TAGS = ["O", "B", "I"]

@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from tests.oracle import google_bert as gb
 
-pytestmark = pytest.mark.slow  # builds TF1 graphs (a few seconds in all)
+# Slow: builds TF1 graphs (a few seconds in all), once, on one worker (setup.cfg).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(__name__)]
 
 tf1 = tf.compat.v1
 

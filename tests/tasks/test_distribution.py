@@ -35,6 +35,9 @@ from tests import fresh_process
 from tests.eager import functions_run_eagerly
 from tests.limits import SUBPROCESS_TIMEOUT
 
+# On one worker (setup.cfg), so the one-device reference trains once.
+pytestmark = pytest.mark.xdist_group(__name__)
+
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 TINY = dict(vocabulary_size=31, num_layers=1, num_heads=3, hidden_dim=12, intermediate_dim=20,
             max_sequence_length=16)

@@ -24,6 +24,7 @@ FILES = ("setup.cfg", "pyproject.toml", "README.md", "LICENSE")
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.xdist_group(__name__),  # the wheel built and installed once (setup.cfg)
     pytest.mark.skipif(importlib.util.find_spec("setuptools") is None,
                        reason="building the wheel needs setuptools in this environment"),
 ]
