@@ -31,11 +31,14 @@ class _Callables:
         self.model = model
         self.preprocessor = preprocessor
         self.tokenizer = preprocessor.tokenizer
+
+        def forward(features):
+            return model(features, training=False)
+
         # The model traced once and called from both signatures: a second trace of the
         # forward pass made every export slower and every SavedModel hold the model twice.
-        self.forward = tf.function(
-            lambda features: model(features, training=False),
-            input_signature=[{name: _IDS for name in _FEATURES}], autograph=False)
+        self.forward = tf.function(forward, input_signature=[{name: _IDS for name in _FEATURES}],
+                                   autograph=False)
 
 
 class ServingModule(tf.Module):
