@@ -59,5 +59,6 @@ def main(argv):
                  "medians": medians, "raw": [r["rows"] for r in rounds]},
                 _OUTPUT.value, indent=2)
 
+
 if __name__ == "__main__":
     app.run(main)
