@@ -157,6 +157,7 @@ def _epoch_batches(tokenized, labels, batch_size, seed, bucket_boundaries):
         return _dense(*tf.nest.map_structure(
             lambda v: v.to_tensor() if isinstance(v, tf.RaggedTensor) else v, picked))
 
+    @tf.autograph.experimental.do_not_convert  # its branches are on Python values
     def epoch(number):
         keys = tf.random.experimental.stateless_split(
             tf.stack([tf.constant(seed, tf.int64), number]), 2)
@@ -318,6 +319,7 @@ def _targets(labels):
     return (np.asarray(labels),)
 
 
+@tf.autograph.experimental.do_not_convert
 def _dense(features, *targets):
     # A slice of a ragged [examples, (seq)] tensor is a ragged_rank-0 "ragged" tensor, which
     # padded_batch refuses; as a dense [seq] tensor it pads.
@@ -341,11 +343,15 @@ def _compiled(preprocessor, paired):
         _COMPILED.move_to_end(key)
         return _COMPILED[key]
     strings = tf.TensorSpec([None], tf.string)
+    # kbert's preprocessor branches on Python values only: converting it is wasted time.
+    # Another callable may want autograph.
+    autograph = not isinstance(preprocessor, BertPreprocessor)
     if paired:
         function = tf.function(lambda a, b: _trimmed(preprocessor((a, b))),
-                               input_signature=[strings, strings])
+                               input_signature=[strings, strings], autograph=autograph)
     else:
-        function = tf.function(lambda a: _trimmed(preprocessor(a)), input_signature=[strings])
+        function = tf.function(lambda a: _trimmed(preprocessor(a)), input_signature=[strings],
+                               autograph=autograph)
     _COMPILED[key] = function
     while len(_COMPILED) > _COMPILED_KEPT:
         _COMPILED.popitem(last=False)
@@ -361,6 +367,7 @@ def _configuration(preprocessor):
     return (id(preprocessor),)
 
 
+@tf.autograph.experimental.do_not_convert
 def _trimmed(features):
     mask = tf.cast(features["padding_mask"], tf.int32)
     lengths = tf.reduce_sum(mask, axis=1)

@@ -34,8 +34,10 @@ def _tf_variable(variable):
 # weight shape (13 for MiniLM), not as one function over all weights: that one took ~10 s to
 # trace and compile at every training start, and its step ran slower (BENCHMARKS.md, "The
 # AdamW update compiled per weight shape"). Keras only compiles the update with the whole
-# train step (`jit_compile=True`), which slows BERT's forward and backward on CPU.
-@tf.function(jit_compile=True)
+# train step (`jit_compile=True`), which slows BERT's forward and backward on CPU. No autograph:
+# the only branch is on a Python bool, and converting the function cost ~0.14-0.3 s of every
+# training process's first step.
+@tf.function(jit_compile=True, autograph=False)
 def _fused_adamw_step(handles, dtype, grad, scale, rate, alpha, decayed, weight_decay, beta_1,
                       beta_2, epsilon):
     """One weight's AdamW step in place, as Keras' AdamW: the gradient times `scale` (global
