@@ -217,14 +217,17 @@ def test_fine_tuning_input_and_update_need_no_autograph(tmp_path, monkeypatch):
 
     converted = []
     convert = api._convert_actual
-    monkeypatch.setattr(api, "_convert_actual", lambda entity, context: (
-        converted.append(getattr(entity, "__module__", "")), convert(entity, context))[1])
+
+    def recording_convert(entity, context):
+        converted.append(getattr(entity, "__module__", ""))
+        return convert(entity, context)
+
+    monkeypatch.setattr(api, "_convert_actual", recording_convert)
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(t + "\n" for t in TINY_VOCAB), encoding="utf-8")
-    rows = glue.Examples(text_a=("the s , the", "it was", "a the"), text_b=("he said", "to",
-                                                                               "of"),
-                         label=np.array([0, 1, 0], np.int32), index=("0", "1", "2"),
-                         label_names=None)
+    rows = glue.Examples(text_a=("the s , the", "it was", "a the"),
+                         text_b=("he said", "to", "of"), label=np.array([0, 1, 0], np.int32),
+                         index=("0", "1", "2"), label_names=None)
     tokenized = pipeline.tokenize(rows, kbert.BertPreprocessor(str(vocab), max_seq_length=8))
     epochs, steps = pipeline.training_epochs(tokenized, rows.label, 2, seed=1)
     assert sum(int(batch["token_ids"].shape[0]) for batch, _ in epochs(0).take(steps)) == 3
