@@ -57,6 +57,25 @@ def eager_functions(request):
 
 
 @pytest.fixture
+def kbert_autograph_conversions(monkeypatch):
+    """The modules of the functions AutoGraph converts during the test, kbert's only (a
+    function that branches on Python values only needs no conversion, which costs start-up)."""
+    from tensorflow.python.autograph.impl import api
+
+    converted = []
+    convert = api._convert_actual
+
+    def recording_convert(entity, context):
+        module = getattr(entity, "__module__", "") or ""
+        if module.startswith("kbert"):
+            converted.append(f"{module}.{getattr(entity, '__qualname__', entity)}")
+        return convert(entity, context)
+
+    monkeypatch.setattr(api, "_convert_actual", recording_convert)
+    return converted
+
+
+@pytest.fixture
 def tiny_config():
     return kbert.BertConfig(**TINY_CONFIG)
 

@@ -63,6 +63,7 @@ def parsing_spec(schema, **dims):
             for name, spec in schema.items()}
 
 
+@tf.autograph.experimental.do_not_convert
 def parse_pretraining_examples(serialized, max_seq_length, max_predictions_per_seq):
     """Parses a batch of serialized pretraining `tf.train.Example`s.
 
@@ -83,6 +84,7 @@ def parse_pretraining_examples(serialized, max_seq_length, max_predictions_per_s
             for name, value in features.items()}
 
 
+@tf.autograph.experimental.do_not_convert
 def to_pretraining_inputs(features):
     """Renames parsed records to `(inputs, labels, sample_weights)` for `BertPretrainer.fit`.
 

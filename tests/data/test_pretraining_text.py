@@ -243,6 +243,15 @@ def test_dataset_feeds_the_pretrainer_shapes(wiki_sample, vocab_file):
         text_input.pretraining_text_dataset(wiki_sample, vocab_file, 8, pair_task="mlm")
 
 
+def test_the_pipeline_needs_no_autograph(wiki_sample, vocab_file, kbert_autograph_conversions):
+    """Reading, tokenizing, pairing, masking and renaming branch on Python values only."""
+    ds = text_input.pretraining_text_dataset(wiki_sample, vocab_file, 8, config=SMALL,
+                                             input_format="wikiextractor")
+    inputs, _, _ = next(iter(ds))
+    assert inputs["token_ids"].shape == (8, 64)
+    assert kbert_autograph_conversions == []
+
+
 def test_input_without_text_fails_instead_of_waiting(vocab_file, tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n\n", encoding="utf-8")

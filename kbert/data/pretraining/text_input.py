@@ -80,6 +80,7 @@ def pretraining_text_dataset(files, vocab_file, batch_size, *, config=None, pair
                         skip_bad_lines=skip_bad_lines, input_context=input_context,
                         skip_batches=skip_batches)
 
+    @tf.autograph.experimental.do_not_convert
     def to_inputs(batch):
         inputs, labels, weights = features_lib.to_pretraining_inputs(batch)
         if pair_task == "none":
@@ -136,13 +137,17 @@ def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp
     text = tf.data.Dataset.from_generator(chunks, output_signature=(
         tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64)))
 
+    # The dataset's functions branch on Python values only: AutoGraph is not needed.
+    @tf.autograph.experimental.do_not_convert
     def epoch_chunks(epoch):
         return text.enumerate().map(lambda index, chunk: (epoch, index, *chunk))
 
+    @tf.autograph.experimental.do_not_convert
     def tokenize(epoch, index, sentences, per_document):
         ragged = tokenizer.tokenize_ids(sentences)
         return epoch, index, ragged.flat_values, ragged.row_lengths(), per_document
 
+    @tf.autograph.experimental.do_not_convert
     def pair_and_pack(epoch, index, ids, lengths, per_document):
         packed = tf.numpy_function(
             lambda *args: _pair_and_pack(*args, config, vocab, seed, worker, pair_task),
@@ -166,6 +171,7 @@ def text_instances(files, vocab_file, batch_size, *, config=None, pair_task="nsp
     is_continuation = tf.constant(vocab.is_continuation)
     base = tf.constant([seed, worker], tf.int64)
 
+    @tf.autograph.experimental.do_not_convert
     def mask(index, packed):
         batch_seed = tf.random.experimental.stateless_fold_in(base, index)
         masked = mask_batch(packed["tokens"], packed["candidates"], packed["lengths"], config,
