@@ -58,8 +58,8 @@ def eager_functions(request):
 
 @pytest.fixture
 def kbert_autograph_conversions(monkeypatch):
-    """The modules of the functions AutoGraph converts during the test, kbert's only (a
-    function that branches on Python values only needs no conversion, which costs start-up)."""
+    """kbert's functions (module.qualname) that AutoGraph converts during the test: one that
+    branches on Python values only needs no conversion, which costs start-up."""
     from tensorflow.python.autograph.impl import api
 
     converted = []
