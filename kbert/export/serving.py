@@ -6,6 +6,7 @@ loads and runs where only those two are installed.
 
 import tensorflow as tf
 
+from kbert.data.pipeline import FEATURES
 from kbert.export import tagging
 from kbert.tokenization import packing
 from kbert.tokenization.preprocessor import BertPreprocessor
@@ -14,7 +15,6 @@ TEXT_SIGNATURE = "serving_default"
 TOKEN_IDS_SIGNATURE = "serve_token_ids"
 _IDS = tf.TensorSpec([None, None], tf.int32)
 _STRINGS = tf.TensorSpec([None], tf.string)
-_FEATURES = ("token_ids", "segment_ids", "padding_mask")
 
 
 class _Callables:
@@ -37,7 +37,7 @@ class _Callables:
 
         # The model traced once and called from both signatures: a second trace of the
         # forward pass made every export slower and every SavedModel hold the model twice.
-        self.forward = tf.function(forward, input_signature=[{name: _IDS for name in _FEATURES}],
+        self.forward = tf.function(forward, input_signature=[{name: _IDS for name in FEATURES}],
                                    autograph=False)
 
 
@@ -201,7 +201,7 @@ class ServingModule(tf.Module):
             "padding_mask": tf.cast(is_token, tf.int32)})
 
     def _task_outputs(self, features, label_mask=None):
-        outputs = self._keras.forward({name: features[name] for name in _FEATURES})
+        outputs = self._keras.forward({name: features[name] for name in FEATURES})
         if self.task == "encoder":
             return {name: tf.cast(outputs[name], tf.float32)
                     for name in ("pooled_output", "sequence_output")}
