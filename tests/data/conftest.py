@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests import fresh_process
+from tests import warm_process
 from tests.limits import SUBPROCESS_TIMEOUT
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -77,7 +77,7 @@ def pretraining_record_files(wiki_sample_text, vocab_file, tmp_path_factory):
 
 def _google_generator(*args):
     """tests/oracle/google_pretraining_data.py with `args`, started in a subprocess."""
-    return subprocess.Popen([sys.executable, "-m", "tests.oracle.google_pretraining_data", *args],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=fresh_process.environment({"TF_CPP_MIN_LOG_LEVEL": "2"},
-                                                          allow=("bert-tensorflow",)))
+    return warm_process.popen(
+        [sys.executable, "-m", "tests.oracle.google_pretraining_data", *args], cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=warm_process.environment(allow=("bert-tensorflow",)))

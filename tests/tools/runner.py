@@ -7,13 +7,16 @@ Keras are imported once per test worker instead of once per run, so most tool te
 second or two instead of ten. Its `tf.function`s run eagerly unless the test asks for the
 traced step (`eager=False`); tests/eager.py says why.
 
-`run_tool_in_subprocess` is the real entry point (`python tools/<name> ...`): one smoke test per
-tool uses it, and so do the tests that need a fresh process (a kill, TensorFlow's C++ start-up
-lines on file descriptor 2, devices configured before TensorFlow starts).
+`run_tool_in_subprocess` is the real entry point (`python tools/<name> ...`) in a process of its
+own: one smoke test per tool uses it, and so do the tests that need a process (a kill, devices
+configured before TensorFlow starts). That process is forked from a server that has imported
+TensorFlow (tests/warm_process.py); `fresh=True` starts it afresh instead, for what only
+TensorFlow's own start shows (its C++ start-up lines on file descriptor 2).
 """
 
 import contextlib
 import dataclasses
+import gc
 import io
 import logging as std_logging
 import os
@@ -30,6 +33,7 @@ from absl import flags
 from absl import logging
 
 from tests import fresh_process
+from tests import warm_process
 from tests.eager import functions_run_eagerly
 from tests.limits import SUBPROCESS_TIMEOUT
 
@@ -51,6 +55,7 @@ class ToolResult:
     returncode: int
     stdout: str
     stderr: str
+    heap_freezes: int = 0  # the tool's gc.freeze() calls: counted, not done (see run_tool)
 
 
 def run_tool(name, *args, env=None, eager=True):
@@ -70,15 +75,18 @@ def run_tool(name, *args, env=None, eager=True):
     argv = [path, *map(str, args)]
     stdout, stderr = io.StringIO(), io.StringIO()
     returncode = 0
+    # A command freezes its process's heap once TensorFlow has started (kbert/cli/command.py);
+    # here that would keep this worker's garbage of the moment out of every later collection.
     with _process_state_of_a_fresh_run(stderr), functions_run_eagerly(eager), \
             mock.patch.dict(os.environ, env or {}), mock.patch.object(sys, "argv", argv), \
             mock.patch.object(sys, "path", [TOOLS, *sys.path]), \
+            mock.patch.object(gc, "freeze") as freeze, \
             contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         try:
             runpy.run_path(path, run_name="__main__")
         except SystemExit as e:
             returncode = e.code if isinstance(e.code, int) else int(e.code is not None)
-    return ToolResult(returncode, stdout.getvalue(), stderr.getvalue())
+    return ToolResult(returncode, stdout.getvalue(), stderr.getvalue(), freeze.call_count)
 
 
 @contextlib.contextmanager
@@ -127,14 +135,18 @@ def _forget_flags_defined_since(flags_before, parsed_before):
         del sys.modules[module]
 
 
-def run_tool_in_subprocess(name, *args, env=None, allow=()):
-    """Runs `python tools/<name> *args` in a fresh process, with this checkout's kbert first
+def run_tool_in_subprocess(name, *args, env=None, allow=(), fresh=False):
+    """Runs `python tools/<name> *args` in a new process, with this checkout's kbert first
     and only what a user's install has (tests/fresh_process.py) besides the distributions in
-    `allow`.
+    `allow`: a child forked with TensorFlow imported (tests/warm_process.py), or with
+    `fresh=True` (for what only TensorFlow's own start shows) a fresh one.
 
     Returns:
         `subprocess.CompletedProcess` (text mode).
     """
-    return subprocess.run([sys.executable, os.path.join(TOOLS, name), *map(str, args)],
-                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
-                          env=fresh_process.environment(env, allow))
+    command = [sys.executable, os.path.join(TOOLS, name), *map(str, args)]
+    kwargs = dict(capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
+                  env=fresh_process.environment(env, allow))
+    if fresh:
+        return subprocess.run(command, **kwargs)
+    return warm_process.run(command, **kwargs)

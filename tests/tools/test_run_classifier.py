@@ -19,6 +19,7 @@ import zipfile
 import tensorflow as tf
 
 from tests import fresh_process
+from tests import warm_process
 from tests.tools.runner import TOOLS
 from tests.tools.runner import run_tool
 
@@ -147,8 +148,8 @@ def test_restart_with_other_flags_stops_and_nothing_is_overwritten(tiny_google_d
               f"--output_dir={out}", "--do_train", "--max_seq_length=16",
               "--train_batch_size=4", "--max_train_examples=4", "--num_train_epochs=12"]
     # Killed once epoch 1 is backed up ...
-    process = subprocess.Popen([sys.executable, TOOL, *common], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env=fresh_process.environment())
+    process = warm_process.popen([sys.executable, TOOL, *common], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, env=fresh_process.environment())
     deadline = time.time() + 240
     while not glob.glob(str(out / "backup" / "epoch-*")):
         assert process.poll() is None and time.time() < deadline
