@@ -106,6 +106,7 @@ for call in spec:
         for k, v in outputs.items()})
 results["modules"] = sorted({m.split(".")[0] for m, module in sys.modules.items() if module})
 json.dump(results, open(sys.argv[2], "w", encoding="utf-8"))
+__import__("gc").freeze()  # the exit then skips collecting TensorFlow's objects (~1.3 s)
 """
 
 
