@@ -7,9 +7,9 @@ C++ start-up lines sent to /dev/null, the devices listed) in `fresh_process.envi
 forks a child for each run. The child takes the caller's stdin, stdout, stderr, environment and
 working directory and runs the program (`python script`, `-m module` or `-c code`) as
 `__main__`, exiting as that Python process would. The caller sees a `subprocess.Popen` of a
-small launcher (`python -S` with the standard library only) that stands in for the child:
-signals sent to it are passed on, its exit status is the child's (-N for signal N), and when it
-is killed the child is killed with it.
+small launcher (`python -S` with the standard library only) that stands in for the child: the
+`Popen`'s signals go to the child (and those sent to the launcher are passed on), its exit
+status is the child's (-N for signal N), and when the launcher is killed the child dies too.
 
 What a warm child cannot show, a test runs in a real fresh process (`subprocess`): TensorFlow's
 own start-up (its C++ lines, an environment variable read at import, `import kbert` importing
@@ -87,7 +87,8 @@ class _ForkedPopen(subprocess.Popen):
 
     def send_signal(self, sig):
         if self.poll() is None:
-            os.kill(self.child_pid, sig)  # the launcher exits with the child's status
+            with contextlib.suppress(ProcessLookupError):  # the child has just exited
+                os.kill(self.child_pid, sig)  # the launcher exits with the child's status
 
 
 def run(args, env, timeout=None, capture_output=False, **kwargs):
@@ -224,9 +225,6 @@ def _become_the_child(request, fds, server_hidden):
         os.dup2(fd, target)
         os.close(fd)
     threading.Thread(target=_die_with_launcher, args=(fds[3],), daemon=True).start()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for number in _PASSED_SIGNALS[:1] + _PASSED_SIGNALS[2:]:
-        signal.signal(number, signal.SIG_DFL)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
