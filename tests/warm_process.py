@@ -38,8 +38,6 @@ _START_UP_VARIABLES = ("TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MAX_VLOG_LEVEL", "TF_CPP_
                        "KERAS_HOME", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONWARNINGS",
                        "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "LD_PRELOAD",
                        "LD_LIBRARY_PATH", "MALLOC_CONF")
-# What kbert's quiet start sets before it imports TensorFlow (kbert/cli/command.py).
-_SERVER_VARIABLES = {"TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
 _DEFAULTS = {"TF_CPP_MIN_LOG_LEVEL": "0", "KERAS_BACKEND": "tensorflow"}
 _HIDDEN = "KBERT_TEST_HIDDEN_MODULES"
 _PASSED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
@@ -48,11 +46,13 @@ _server = None
 
 
 def environment(env=None, allow=()):
-    """`fresh_process.environment(env, allow)` with TensorFlow's C++ log level of the server
-    (kbert's quiet start: 3), so that a child that is not a kbert command can be forked."""
+    """`fresh_process.environment(env, allow)` with the variables kbert's quiet start sets
+    (TF_CPP_MIN_LOG_LEVEL=3): the server's own, and a child's that is not a kbert command
+    but is to be forked."""
+    from kbert.cli import command
     from tests import fresh_process
 
-    return fresh_process.environment({**_SERVER_VARIABLES, **(env or {})}, allow)
+    return fresh_process.environment({**command.QUIET_START_VARIABLES, **(env or {})}, allow)
 
 
 def popen(args, env, **kwargs):
@@ -110,27 +110,21 @@ def _servable(args, env):
     if args[0] != sys.executable or not program or (
             program[0].startswith("-") and program[0] not in ("-m", "-c")):
         return False
-    if _is_quiet_tool_run(program, env):
-        env = {**_SERVER_VARIABLES, **env}  # what the tool sets before importing TensorFlow
-    server_env = _server_environment()
+    env, server_env = _when_tensorflow_starts(program, env), environment()
     return all(env.get(name, _DEFAULTS.get(name)) == server_env.get(name, _DEFAULTS.get(name))
                for name in _START_UP_VARIABLES)
 
 
-def _is_quiet_tool_run(program, env):
-    """Whether `program` runs a kbert command that starts TensorFlow quietly (not verbose)."""
+def _when_tensorflow_starts(program, env):
+    """`env` as `program` has it when it imports TensorFlow: a kbert command that is not
+    verbose sets its quiet start's variables first."""
     from kbert.cli import command
     from tests import fresh_process
 
-    tools = os.path.join(fresh_process.ROOT, "tools")
-    return (os.path.dirname(os.path.abspath(program[0])) == tools
-            and env.get("KBERT_VERBOSE", "0") in ("", "0") and not command.verbose(program))
-
-
-def _server_environment():
-    from tests import fresh_process  # not in the launcher, which imports only the stdlib
-
-    return {**fresh_process.environment(), **_SERVER_VARIABLES}
+    tool = os.path.dirname(os.path.abspath(program[0])) == os.path.join(fresh_process.ROOT, "tools")
+    if tool and env.get("KBERT_VERBOSE", "0") in ("", "0") and not command.verbose(program):
+        return {**command.QUIET_START_VARIABLES, **env}
+    return env
 
 
 def _running_server():
@@ -141,7 +135,7 @@ def _running_server():
         path = os.path.join(directory, "socket")
         process = subprocess.Popen(
             [sys.executable, __file__, "--serve", path], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_server_environment())
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=environment())
         if process.stdout.readline() != b"ready\n":
             raise RuntimeError(f"the warm-process server exited with {process.wait()}")
         _server = path

@@ -38,6 +38,12 @@ _TF_INPUT_ERRORS = ("NotFoundError", "PermissionDeniedError", "DataLossError",
                     "AlreadyExistsError", "FailedPreconditionError")
 
 
+# What the quiet start sets, unless set already, before it imports TensorFlow. C++ lines logged
+# after absl::InitializeLog obey TF_CPP_MIN_LOG_LEVEL; ERROR level hides the spurious "oneDNN
+# supports DT_INT64 only on platforms with AVX-512" and GeneratorDatasetOp lines.
+QUIET_START_VARIABLES = {"TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
+
+
 def verbose(argv=None):
     """Whether --verbosity=N (N >= 1) is in `argv` or KBERT_VERBOSE=1 is set."""
     argv = sys.argv if argv is None else argv
@@ -54,10 +60,8 @@ def verbose(argv=None):
 
 def _quiet_start():
     """Sets TensorFlow's log level and imports it with stderr (fd 2) pointed at /dev/null."""
-    # C++ lines logged after absl::InitializeLog obey this; ERROR level hides the spurious
-    # "oneDNN supports DT_INT64 only on platforms with AVX-512" and GeneratorDatasetOp lines.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    for name, value in QUIET_START_VARIABLES.items():
+        os.environ.setdefault(name, value)
     # Lines logged before absl::InitializeLog (during import and the first device query,
     # where a CPU-only machine logs a cuInit failure) ignore it, so they go to /dev/null.
     sys.stderr.flush()
