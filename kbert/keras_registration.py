@@ -10,11 +10,14 @@ import TensorFlow, which `import kbert` must not start (seconds, and no tool's -
 Keras has no hook for a class it does not find, hence a finder on `sys.meta_path`: once Keras
 is imported (by the user, or by a kbert module) it imports `MODULES`, at the first moment no
 kbert module is half imported (from inside one, a module of `MODULES` that imports it would
-find it half defined: a circular import), and then removes itself.
+find it half defined: a circular import), and then removes itself. Keras' saving is mended
+then too (`kbert.keras_fixes`).
 """
 
 import importlib
 import sys
+
+from kbert import keras_fixes
 
 # The modules of kbert's registered Keras classes (tests/test_lazy_import.py checks the list).
 MODULES = (
@@ -34,6 +37,7 @@ def install():
 
 
 def _register():
+    keras_fixes.install()
     for module in MODULES:
         importlib.import_module(module)
 
