@@ -372,7 +372,7 @@ def _check_sizes(vocab_rows, config_rows, table_rows, vocab_file, model_name):
 
 def _piece_ids(tokenizer, expansion):
     """Ids of the pieces the *old* vocab splits each added token into."""
-    return {t: tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t)) for t in expansion.added}
+    return dict(zip(expansion.added, _tokenized_ids(tokenizer, expansion.added), strict=True))
 
 
 def _never_split(expansion, do_lower_case):
@@ -382,7 +382,16 @@ def _never_split(expansion, do_lower_case):
         with open(vocab_file, "w", encoding="utf-8") as f:
             f.writelines(token + "\n" for token in expansion.vocab)
         tokenizer = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-        return [t for t in expansion.added if tokenizer.tokenize(t) != [t]]
+        ids = _tokenized_ids(tokenizer, expansion.added)
+        return [t for t, row in zip(expansion.added, ids, strict=True)
+                if tokenizer.convert_ids_to_tokens(row) != [t]]
+
+
+def _tokenized_ids(tokenizer, tokens):
+    """The token ids of each of `tokens`, tokenized as one batch: one call instead of one per
+    token (~2 ms each; 994 added tokens took ~2 s)."""
+    tokens = list(tokens)
+    return tokenizer.tokenize_ids(tokens).to_list() if tokens else []
 
 
 def _grown_copy(model, encoder, vocab_size):
