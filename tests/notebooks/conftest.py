@@ -2,7 +2,9 @@
 
 `run_notebook` executes the code cells in order in this test process, in one namespace, as a
 kernel would: TensorFlow and kbert are already imported here, so a notebook costs its own work
-and not a kernel's start and imports (~10 s each on a 2-core VM). One test
+and not a kernel's start and imports (~10 s each on a 2-core VM); a Python process the notebook
+starts (`subprocess.run([sys.executable, ...])`) is forked from the test worker's warm server
+(tests/warm_process.py), ~5 s less each. One test
 (`test_vocab_expansion_notebook.py`) runs its notebook in a real Jupyter kernel instead
 (`run_notebook_in_kernel`), the path `make notebooks` takes for every notebook.
 """
@@ -10,12 +12,16 @@ and not a kernel's start and imports (~10 s each on a 2-core VM). One test
 import contextlib
 import io
 import os
+import subprocess
+import sys
 
 import keras
 import matplotlib
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+from tests import warm_process
 
 NOTEBOOKS = os.path.join(os.path.dirname(__file__), "..", "..", "notebooks")
 
@@ -47,6 +53,7 @@ def run_notebook(tmp_path, monkeypatch):
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         monkeypatch.chdir(tmp_path)
+        monkeypatch.setattr(subprocess, "run", _python_forked(subprocess.run))
         path, committed, notebook = _read(name)
         keras.backend.clear_session(free_memory=False)
         namespace = {"__name__": "__main__"}
@@ -70,6 +77,21 @@ def run_notebook(tmp_path, monkeypatch):
         return printed.getvalue()
 
     return run
+
+
+def _python_forked(run):
+    """`subprocess.run` whose `[sys.executable, ...]` children fork from the warm server, in
+    the environment of a test's child process; any other program runs as before."""
+
+    def forked_run(args, *, check=False, **kwargs):
+        if not (isinstance(args, list) and args[:1] == [sys.executable]):
+            return run(args, check=check, **kwargs)
+        result = warm_process.run(args, warm_process.environment(), **kwargs)
+        if check:
+            result.check_returncode()
+        return result
+
+    return forked_run
 
 
 @pytest.fixture
