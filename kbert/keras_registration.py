@@ -8,9 +8,11 @@ keras.saving.load_model("model.keras")` works only if `MODULES` are imported by 
 import TensorFlow, which `import kbert` must not start (seconds, and no tool's --help needs it).
 
 Keras has no hook for a class it does not find, hence a finder on `sys.meta_path`: once Keras
-is imported (by the user, or by a kbert module) it imports `MODULES`, at the first moment no
-kbert module is half imported (from inside one, a module of `MODULES` that imports it would
-find it half defined: a circular import), and then removes itself. Keras' saving is mended
+is imported (by the user, by a kbert module, or by a package such as keras-nlp or TensorFlow
+that imports it) it imports `MODULES`, at the first moment no kbert module and no top-level
+package is half imported (from inside one, a module of `MODULES` that imports it would find it
+half defined: a circular import; keras-nlp's import of keras-hub, say, when Keras was first
+imported by keras-hub), and then removes itself. Keras' saving is mended
 then too (`kbert.keras_fixes`).
 """
 
@@ -43,14 +45,15 @@ def _register():
 
 
 class _Finder:  # a sys.meta_path finder (importlib.abc.MetaPathFinder: a slow import)
-    """Finds Keras and kbert's modules as the next finders do, with a `_Loader` around theirs."""
+    """Finds Keras, kbert's modules and top-level packages as the next finders do, with a
+    `_Loader` around theirs."""
 
     def __init__(self):
-        self.depth = 0  # modules of kbert (or Keras) being executed, one inside another
+        self.depth = 0  # modules it found being executed, one inside another
 
     def find_spec(self, name, path, target=None):
-        if name != "keras" and not name.startswith("kbert."):
-            return None
+        if "." in name and not name.startswith("kbert."):
+            return None  # Keras, kbert's modules and every top-level package are watched
         for finder in sys.meta_path[sys.meta_path.index(self) + 1:]:
             spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
             if spec is not None:

@@ -63,6 +63,9 @@ def tiny_classifier_file(tmp_path_factory):
     "import kbert; import keras",  # Keras imported after kbert: the finder registers
     # A kbert module imports Keras (registered once no kbert module is half imported).
     "import kbert.tokenization; import keras",
+    # Keras first imported by keras-hub, half imported itself, inside keras-nlp's import:
+    # registered once both are whole (kbert's modules import keras-nlp, it imports keras-hub).
+    "import kbert; import keras_nlp; import keras",
 ])
 def test_keras_loads_a_kbert_model_after_import_kbert(tiny_classifier_file, imports):
     out = _python(f"{imports}\nprint(type(keras.saving.load_model({str(tiny_classifier_file)!r},"
