@@ -44,30 +44,30 @@ def main(argv):
     if not getattr(mended, "_kbert_cached", False):
         raise SystemExit("this Keras caches its skip sets itself: nothing to compare")
     own = mended.__wrapped__
-    directory = tempfile.mkdtemp(prefix="kbert_saving_")
-    for size in _SIZES.value:
-        config = kbert.BertConfig(vocab_size=30522, **SIZES[size])
-        keras.utils.set_random_seed(0)
-        model = kbert.BertClassifier(kbert.BertEncoder(**config.encoder_kwargs()), 2)
-        weights = os.path.join(directory, f"{size}.weights.h5")
-        saved = os.path.join(directory, f"{size}.keras")
-        times = {path: {"save_weights": [], "save": [], "load_model": []}
-                 for path in ("keras", "kbert")}
-        for _ in range(_REPEATS.value + 1):  # the first round warms the file cache: not kept
-            for path, function in (("keras", own), ("kbert", mended)):
-                saving_lib.get_attr_skipset = function
-                keras.backend.clear_session(free_memory=False)  # no cached skip set
-                round_times = {"save_weights": _timed(model.save_weights, weights),
-                               "save": _timed(model.save, saved),
-                               "load_model": _timed(keras.saving.load_model, saved)}
-                for name, seconds in round_times.items():
-                    times[path][name].append(seconds)
-        saving_lib.get_attr_skipset = mended
-        for path, operations in times.items():
-            print(json.dumps({"size": size, "path": path, **{
-                name: {"median": round(statistics.median(values[1:]), 3),
-                       "min": round(min(values[1:]), 3), "max": round(max(values[1:]), 3)}
-                for name, values in operations.items()}}))
+    with tempfile.TemporaryDirectory(prefix="kbert_saving_") as directory:
+        for size in _SIZES.value:
+            config = kbert.BertConfig(vocab_size=30522, **SIZES[size])
+            keras.utils.set_random_seed(0)
+            model = kbert.BertClassifier(kbert.BertEncoder(**config.encoder_kwargs()), 2)
+            weights = os.path.join(directory, f"{size}.weights.h5")
+            saved = os.path.join(directory, f"{size}.keras")
+            times = {path: {"save_weights": [], "save": [], "load_model": []}
+                     for path in ("keras", "kbert")}
+            for _ in range(_REPEATS.value + 1):  # the first round warms the file cache: not kept
+                for path, function in (("keras", own), ("kbert", mended)):
+                    saving_lib.get_attr_skipset = function
+                    keras.backend.clear_session(free_memory=False)  # no cached skip set
+                    round_times = {"save_weights": _timed(model.save_weights, weights),
+                                   "save": _timed(model.save, saved),
+                                   "load_model": _timed(keras.saving.load_model, saved)}
+                    for name, seconds in round_times.items():
+                        times[path][name].append(seconds)
+            saving_lib.get_attr_skipset = mended
+            for path, operations in times.items():
+                print(json.dumps({"size": size, "path": path, **{
+                    name: {"median": round(statistics.median(values[1:]), 3),
+                           "min": round(min(values[1:]), 3), "max": round(max(values[1:]), 3)}
+                    for name, values in operations.items()}}))
 
 
 if __name__ == "__main__":

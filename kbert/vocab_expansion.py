@@ -389,7 +389,7 @@ def _never_split(expansion, do_lower_case):
 
 def _tokenized_ids(tokenizer, tokens):
     """The token ids of each of `tokens`, tokenized as one batch: one call instead of one per
-    token (~2 ms each; 994 added tokens took ~2 s)."""
+    token (~0.7 ms each; 994 added tokens took 0.7-1.3 s a pass, AMD AVX-512 VM)."""
     tokens = list(tokens)
     return tokenizer.tokenize_ids(tokens).to_list() if tokens else []
 
