@@ -155,3 +155,23 @@ def test_fit_and_evaluate_build_string_metrics_before_tracing_once(tiny_encoder)
     scores = model_counting("test_step").evaluate(dataset, verbose=0, return_dict=True)
     assert traces == ["train_step", "test_step"]
     assert set(scores) == {"loss", "accuracy"} and "accuracy" in history.history
+
+
+def test_the_loss_and_metrics_are_built_from_the_graph_not_a_trace_of_the_model(tiny_encoder):
+    """Before `fit`'s first trace the compiled loss and metrics are built on the outputs'
+    spec, which a functional model gives from its graph: no layer's `call` runs (Keras'
+    `_symbolic_build` traces the whole model for it, ~0.6 s for MiniLM)."""
+    model = BertClassifier(tiny_encoder, 3)
+    model.compile(optimizer="adam", metrics=["accuracy"])
+    x = {"token_ids": np.ones((4, 7), "int32"), "segment_ids": np.zeros((4, 7), "int32"),
+         "padding_mask": np.ones((4, 7), "int32")}
+    dataset = tf.data.Dataset.from_tensor_slices((x, np.zeros(4, "int32"))).batch(2)
+    calls = []
+    call = model.output_dense.call
+    model.output_dense.call = lambda *args, **kwargs: calls.append(1) or call(*args, **kwargs)
+    model._build_compiled_state(dataset)
+    assert calls == []
+    assert model._compile_loss.built and model._compile_metrics.built
+    model.output_dense.call = call
+    history = model.fit(dataset, epochs=1, verbose=0)
+    assert set(history.history) == {"loss", "accuracy"}
