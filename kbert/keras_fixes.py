@@ -5,8 +5,9 @@ attributes to skip. The answer is meant to be computed once per session (it buil
 `Layer()` and lists its `dir()`, ~1 ms), but the function reads its cache under one key
 (`saving_attr_skiplist_<kind>`) and writes it under another (`saving_attr_skipset_<kind>`), so
 it is computed again for every layer, on every save and load. A BERT-base classifier on the
-AMD AVX-512 VM (2026-11-30, `python -m bench.keras_saving`, medians of 5): `save_weights`
-(an epoch backup) 1.20 s with Keras' own, 0.72 s mended; `load_model` 3.41 s, 3.11 s.
+AMD AVX-512 VM (2026-11-30, `python -m bench.keras_saving`, medians of 5, two runs):
+`save_weights` (an epoch backup) 1.20 and 1.23 s with Keras' own, 0.72 and 0.84 s mended;
+`save` 1.28 and 1.64 s, 1.06 and 1.17 s (BENCHMARKS.md).
 """
 
 import functools
