@@ -84,31 +84,34 @@ class BertTask(keras.Model):
 
     def _build_compiled_state(self, x):
         """Builds the compiled loss and metrics from a dataset's element spec before the
-        first trace, as Keras' `fit` does under a strategy (its `_symbolic_build`, which it
-        skips without one). Other inputs are left to Keras.
+        first trace, in the model's strategy's scope. Keras' `fit` builds them there itself
+        under a strategy (its `_symbolic_build`, finding them built, then traces nothing),
+        and without one inside the first trace, which TensorFlow then traces again. Other
+        inputs are left to Keras.
 
         Keras' `_symbolic_build` gets the outputs to build them on by tracing the model's
         `call` in a scratch graph (~60 ms for a tiny model, ~0.26 s for MiniLM, AMD VM); a
         kbert model is a functional graph, which gives its outputs' spec by walking the
         graph (`compute_output_spec`, ~1 ms), so only the loss and metrics are traced here.
         """
-        if self._distribute_strategy is not None or not isinstance(x, tf.data.Dataset):
+        if not isinstance(x, tf.data.Dataset):
             return
-        specs = tf.nest.flatten(x.element_spec)
-        if not all(isinstance(spec, tf.TensorSpec) for spec in specs):
-            self._symbolic_build(data_batch=x.element_spec)  # ragged or sparse: as Keras does
-            return
-        batch = tf.nest.map_structure(
-            lambda spec: keras.KerasTensor(spec.shape, keras.backend.standardize_dtype(
-                spec.dtype)), x.element_spec)
-        inputs, y, sample_weight = keras.utils.unpack_x_y_sample_weight(batch)
-        y_pred = self.compute_output_spec(inputs)
-        if self._compile_metrics is not None and not self._compile_metrics.built:
-            keras_backend.compute_output_spec(self.compute_metrics, inputs, y, y_pred,
-                                              sample_weight=sample_weight)
-        if self._compile_loss is not None and not self._compile_loss.built:
-            keras_backend.compute_output_spec(self._compute_loss, inputs, y, y_pred,
-                                              sample_weight=sample_weight, training=False)
+        with self.distribute_strategy.scope():
+            specs = tf.nest.flatten(x.element_spec)
+            if not all(isinstance(spec, tf.TensorSpec) for spec in specs):
+                self._symbolic_build(data_batch=x.element_spec)  # ragged or sparse: Keras'
+                return
+            batch = tf.nest.map_structure(
+                lambda spec: keras.KerasTensor(spec.shape, keras.backend.standardize_dtype(
+                    spec.dtype)), x.element_spec)
+            inputs, y, sample_weight = keras.utils.unpack_x_y_sample_weight(batch)
+            y_pred = self.compute_output_spec(inputs)
+            if self._compile_metrics is not None and not self._compile_metrics.built:
+                keras_backend.compute_output_spec(self.compute_metrics, inputs, y, y_pred,
+                                                  sample_weight=sample_weight)
+            if self._compile_loss is not None and not self._compile_loss.built:
+                keras_backend.compute_output_spec(self._compute_loss, inputs, y, y_pred,
+                                                  sample_weight=sample_weight, training=False)
 
     @classmethod
     def _from_google_checkpoint(cls, path, config, encoder_kwargs, new_head=True,

@@ -1,4 +1,5 @@
 import collections.abc
+import contextlib
 import json
 import os
 
@@ -157,12 +158,18 @@ def test_fit_and_evaluate_build_string_metrics_before_tracing_once(tiny_encoder)
     assert set(scores) == {"loss", "accuracy"} and "accuracy" in history.history
 
 
-def test_the_loss_and_metrics_are_built_from_the_graph_not_a_trace_of_the_model(tiny_encoder):
+@pytest.mark.parametrize("strategy", [None, "mirrored"])
+def test_the_loss_and_metrics_are_built_from_the_graph_not_a_trace_of_the_model(
+        tiny_config, strategy):
     """Before `fit`'s first trace the compiled loss and metrics are built on the outputs'
     spec, which a functional model gives from its graph: no layer's `call` runs (Keras'
-    `_symbolic_build` traces the whole model for it, ~0.6 s for MiniLM)."""
-    model = BertClassifier(tiny_encoder, 3)
-    model.compile(optimizer="adam", metrics=["accuracy"])
+    `_symbolic_build` traces the whole model for it, ~0.6 s for MiniLM), with or without a
+    strategy (whose `fit` then finds them built)."""
+    scope = (tf.distribute.MirroredStrategy(["/cpu:0"]).scope() if strategy
+             else contextlib.nullcontext())
+    with scope:
+        model = BertClassifier(kbert.BertEncoder(**tiny_config.encoder_kwargs()), 3)
+        model.compile(optimizer="adam", metrics=["accuracy"])
     x = {"token_ids": np.ones((4, 7), "int32"), "segment_ids": np.zeros((4, 7), "int32"),
          "padding_mask": np.ones((4, 7), "int32")}
     dataset = tf.data.Dataset.from_tensor_slices((x, np.zeros(4, "int32"))).batch(2)
