@@ -91,8 +91,8 @@ class _ForkedPopen(subprocess.Popen):
                 os.kill(self.child_pid, sig)  # the launcher exits with the child's status
 
 
-def run(args, env, timeout=None, capture_output=False, **kwargs):
-    """`subprocess.run` through `popen`: a `CompletedProcess` (no `check` or `input`)."""
+def run(args, env, timeout=None, capture_output=False, check=False, **kwargs):
+    """`subprocess.run` through `popen`: a `CompletedProcess` (no `input`)."""
     if capture_output:
         kwargs.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     with popen(args, env, **kwargs) as process:
@@ -102,7 +102,10 @@ def run(args, env, timeout=None, capture_output=False, **kwargs):
             process.kill()
             process.communicate()
             raise
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    completed = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    if check:
+        completed.check_returncode()
+    return completed
 
 
 def _servable(args, env):

@@ -83,13 +83,10 @@ def _python_forked(run):
     """`subprocess.run` whose `[sys.executable, ...]` children fork from the warm server, in
     the environment of a test's child process; any other program runs as before."""
 
-    def forked_run(args, *, check=False, **kwargs):
+    def forked_run(args, **kwargs):
         if not (isinstance(args, list) and args[:1] == [sys.executable]):
-            return run(args, check=check, **kwargs)
-        result = warm_process.run(args, warm_process.environment(), **kwargs)
-        if check:
-            result.check_returncode()
-        return result
+            return run(args, **kwargs)
+        return warm_process.run(args, warm_process.environment(), **kwargs)
 
     return forked_run
 
