@@ -1,6 +1,8 @@
 """The Beam pipeline (extra `kbert[beam]`) on the DirectRunner; skipped without apache-beam."""
 
 import os
+import socket
+import tempfile
 
 import pytest
 
@@ -9,10 +11,20 @@ from kbert.data.pretraining import instances
 from kbert.data.pretraining import writer
 
 
-def test_beam_writes_the_same_bytes_as_the_local_tool(wiki_sample, vocab_file, tmp_path):
+def test_beam_writes_the_same_bytes_as_the_local_tool(wiki_sample, vocab_file, tmp_path,
+                                                     monkeypatch):
     # Imported here, not at collection: only the worker that runs this test pays Beam's import.
     pytest.importorskip("apache_beam")
     from kbert.data.pretraining import beam_pipeline
+
+    # Without a runner in the options nothing is fetched (Beam's DirectRunner downloads its
+    # Prism binary from GitHub) and nothing is left in the temporary directory.
+    hosts, lookup = [], socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo",
+                        lambda host, *args, **kwargs: (hosts.append(host),
+                                                       lookup(host, *args, **kwargs))[1])
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
 
     kwargs = dict(input_format="wikiextractor", num_shards=3,
                   config=instances.PretrainingDataConfig(dupe_factor=2))
@@ -35,3 +47,5 @@ def test_beam_writes_the_same_bytes_as_the_local_tool(wiki_sample, vocab_file, t
     again = beam_pipeline.create_pretraining_data_beam(
         wiki_sample, str(tmp_path / "beam" / "t.tfrecord"), vocab_file, **kwargs)
     assert again == counts
+    assert [host for host in hosts if host not in ("localhost", "127.0.0.1")] == []
+    assert os.listdir(tmp_path / "tmp") == []
