@@ -14,6 +14,7 @@ import hypothesis
 import pytest
 
 import kbert
+from tests import network_guard
 
 # Property tests draw the same examples on every run (CI must not fail by chance); run with
 # --hypothesis-profile=explore to search afresh.
@@ -49,27 +50,14 @@ def collect_garbage_after_each_module():
     gc.freeze()
 
 
-# The names a test may look up: this machine's (the release-download tests serve on 127.0.0.1).
-LOCAL_HOSTS = (None, "", "localhost", "127.0.0.1", "::1", "0.0.0.0", socket.gethostname())
-
-
 @pytest.fixture(autouse=True)
-def no_network(monkeypatch):
-    """Fails a test that looks up a host other than this machine's: nothing may be downloaded
-    at test time. The lookup itself fails at once, so that nothing is fetched on a machine
-    with a network either. Without this, a library that catches the error and falls back (as
-    Beam's DirectRunner did, fetching its Prism binary from GitHub) passes offline unseen.
-    Covers this process's Python lookups (`socket.getaddrinfo`), not a child process's."""
-    looked_up, lookup = [], socket.getaddrinfo
-
-    def local_only(host, *args, **kwargs):
-        if host not in LOCAL_HOSTS:
-            looked_up.append(host)
-            raise socket.gaierror(socket.EAI_NONAME, f"a test may not look up {host!r}")
-        return lookup(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", local_only)
+def no_network():
+    """Fails a test that looks up a host other than this machine's (tests/network_guard.py):
+    nothing may be downloaded at test time."""
+    looked_up = []
+    lookup = network_guard.install(looked_up.append)
     yield
+    socket.getaddrinfo = lookup
     assert not looked_up, f"the test looked up {sorted(set(looked_up))}: no downloads in tests"
 
 

@@ -1,11 +1,14 @@
 """Marks the modules named in $KBERT_TEST_HIDDEN_MODULES absent from this process: `import`
 raises ModuleNotFoundError and `importlib.util.find_spec` returns None, as if their packages
-were not installed (tests/fresh_process.py says why); and freezes the heap at exit."""
+were not installed (tests/fresh_process.py says why); exits with status 97 at a lookup of a
+host other than this machine's (tests/network_guard.py); and freezes the heap at exit."""
 
 import atexit
 import gc
 import os
 import sys
+
+from tests import network_guard
 
 # At exit the interpreter collects every object once more: ~1.5 s for what TensorFlow's import
 # made. Frozen first (as kbert's commands freeze it once TensorFlow starts), ~0.2 s. Registered
@@ -14,3 +17,13 @@ atexit.register(gc.freeze)
 
 for _name in filter(None, os.environ.get("KBERT_TEST_HIDDEN_MODULES", "").split(",")):
     sys.modules.setdefault(_name, None)
+
+
+def _exit_on_lookup(host):
+    sys.stderr.write(f"tests/fresh_process_site: this process looked up {host!r}; tests may "
+                     "download nothing\n")
+    sys.stderr.flush()
+    os._exit(network_guard.EXIT_STATUS)
+
+
+network_guard.install(_exit_on_lookup)
