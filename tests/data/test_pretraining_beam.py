@@ -1,4 +1,4 @@
-"""The Beam pipeline (extra `kbert[beam]`) on the DirectRunner; skipped without apache-beam."""
+"""The Beam pipeline (extra `kbert[beam]`) in process; skipped without apache-beam."""
 
 import os
 import tempfile
