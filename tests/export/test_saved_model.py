@@ -77,6 +77,10 @@ class _Forbid:
 sys.meta_path.insert(0, _Forbid())
 for name in sys.argv[3].split(","):  # the test extra's packages (tests/fresh_process.py)
     sys.modules.setdefault(name, None)
+sys.path.insert(0, sys.argv[4])  # this checkout, for the network guard alone
+from tests import network_guard  # noqa: E402
+del sys.path[0]
+network_guard.install(network_guard.exit_at)
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tf-text ops)
 
@@ -117,7 +121,8 @@ def serve_in_fresh_process(calls, tmp_path):
     spec.write_text(json.dumps(calls), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     hidden = ",".join(fresh_process.hidden_modules())
-    result = subprocess.run([sys.executable, "-I", "-c", SERVE_SCRIPT, str(spec), str(out), hidden],
+    result = subprocess.run([sys.executable, "-I", "-c", SERVE_SCRIPT, str(spec), str(out), hidden,
+                             fresh_process.ROOT],
                             capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
                             cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-3000:]

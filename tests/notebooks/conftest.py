@@ -21,6 +21,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests import fresh_process
 from tests import warm_process
 
 NOTEBOOKS = os.path.join(os.path.dirname(__file__), "..", "..", "notebooks")
@@ -93,9 +94,13 @@ def _python_forked(run):
 
 @pytest.fixture
 def run_notebook_in_kernel(tmp_path, monkeypatch):
-    """`run(name, env)`: as `run_notebook`, but in a fresh Jupyter kernel, as a user runs it."""
+    """`run(name, env)`: as `run_notebook`, but in a fresh Jupyter kernel, as a user runs it.
+    The kernel hides no package, but a lookup of another host ends it (tests/network_guard.py)."""
 
     def run(name, env, timeout=180):
+        paths = [fresh_process.ROOT, fresh_process.SITE, os.environ.get("PYTHONPATH")]
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, paths)))
+        monkeypatch.setenv(fresh_process.HIDDEN_MODULES_VARIABLE, "")
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         path, committed, notebook = _read(name)
