@@ -90,9 +90,10 @@ class BertTask(keras.Model):
         inputs are left to Keras.
 
         Keras' `_symbolic_build` gets the outputs to build them on by tracing the model's
-        `call` in a scratch graph (~60 ms for a tiny model, ~0.26 s for MiniLM, AMD VM); a
-        kbert model is a functional graph, which gives its outputs' spec by walking the
-        graph (`compute_output_spec`, ~1 ms), so only the loss and metrics are traced here.
+        `call` in a scratch graph; a kbert model is a functional graph, which gives its
+        outputs' spec by walking the graph (`compute_output_spec`), so only the loss and
+        metrics are traced here: 0.02 s instead of 0.6-0.85 s for a MiniLM classifier
+        (BENCHMARKS.md, AMD AVX-512 VM).
         """
         if not isinstance(x, tf.data.Dataset):
             return

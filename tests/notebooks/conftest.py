@@ -98,11 +98,9 @@ def run_notebook_in_kernel(tmp_path, monkeypatch):
     The kernel hides no package, but a lookup of another host ends it (tests/network_guard.py)."""
 
     def run(name, env, timeout=180):
-        paths = [fresh_process.ROOT, fresh_process.SITE, os.environ.get("PYTHONPATH")]
-        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, paths)))
-        monkeypatch.setenv(fresh_process.HIDDEN_MODULES_VARIABLE, "")
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
+        kernel = fresh_process.environment({fresh_process.HIDDEN_MODULES_VARIABLE: "", **env})
+        for key in ("PYTHONPATH", fresh_process.HIDDEN_MODULES_VARIABLE, *env):
+            monkeypatch.setenv(key, kernel[key])
         path, committed, notebook = _read(name)
         NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": str(tmp_path)}}).execute()
