@@ -24,9 +24,9 @@ demo: $(STAMP)
 test: lint
 	$(PY) -m pytest -n 2 --durations=25 tests
 
-# The same suite with every Python process on an emulated AVX2-only CPU (QEMU's user mode,
-# `apt-get install qemu-user`; tests/emulated_cpu.py), for an AVX-512 machine: about ten
-# times slower, and a check of correctness only.
+# The same suite with every Python process on an emulated AVX2-only CPU (QEMU 10's user mode;
+# Debian 12: `apt-get install -t bookworm-backports qemu-user`; tests/emulated_cpu.py), for an
+# AVX-512 machine: about ten times slower, and a check of correctness only.
 test-emulated-avx2: $(STAMP)
 	$(PY) -m tests.emulated_cpu -n 2 --durations=25 tests
 
