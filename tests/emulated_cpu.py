@@ -67,6 +67,14 @@ def emulated_environment(directory, qemu, cpu, prefix=sys.prefix,
     return python
 
 
+def emulated_python(directory, qemu):
+    """`emulated_environment` in `directory` with `CPU_MODEL` less what this `qemu` cannot
+    emulate (it says so when started); returns its `python`'s path."""
+    probe = subprocess.run([qemu, "-cpu", CPU_MODEL, "/bin/true"], capture_output=True,
+                           text=True, check=True)
+    return emulated_environment(directory, qemu, cpu_option(probe.stderr))
+
+
 def main(pytest_args):
     qemu = shutil.which("qemu-x86_64")
     if qemu is None:
@@ -80,10 +88,8 @@ def main(pytest_args):
                  "wrongly)")
     if sys.prefix == sys.base_prefix:
         sys.exit("run this from the project's virtual environment (.venv/bin/python)")
-    probe = subprocess.run([qemu, "-cpu", CPU_MODEL, "/bin/true"], capture_output=True,
-                           text=True, check=True)
     with tempfile.TemporaryDirectory(prefix="kbert-emulated-") as directory:
-        python = emulated_environment(directory, qemu, cpu_option(probe.stderr))
+        python = emulated_python(directory, qemu)
         return subprocess.run([python, "-m", "pytest", *pytest_args]).returncode
 
 

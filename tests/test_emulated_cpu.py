@@ -54,12 +54,8 @@ def test_the_copy_links_the_environment_and_wraps_only_python(tmp_path):
 @pytest.mark.skipif(shutil.which("qemu-x86_64") is None,
                     reason="needs QEMU's user-mode emulator (qemu-x86_64)")
 def test_the_emulated_python_is_this_environment_and_starts_itself(tmp_path):
-    qemu = shutil.which("qemu-x86_64")
-    probe = subprocess.run([qemu, "-cpu", emulated_cpu.CPU_MODEL, "/bin/true"],
-                           capture_output=True, text=True, check=True)
     (tmp_path / "env").mkdir()
-    python = emulated_cpu.emulated_environment(str(tmp_path / "env"), qemu,
-                                               emulated_cpu.cpu_option(probe.stderr))
+    python = emulated_cpu.emulated_python(str(tmp_path / "env"), shutil.which("qemu-x86_64"))
     # numpy reads the CPU's features with CPUID, as TensorFlow and oneDNN do.
     code = ("import subprocess, sys, kbert\n"
             "from numpy._core._multiarray_umath import __cpu_features__ as cpu\n"
