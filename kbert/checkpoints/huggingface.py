@@ -111,7 +111,7 @@ def huggingface_config_to_google(hf_config, exact_gelu=False, source=HF_CONFIG):
     return BertConfig.from_dict(values, source=source)
 
 
-def read_huggingface(hf_dir, exact_gelu=False):
+def read_huggingface(hf_dir, exact_gelu=False, config=None):
     """Reads a Hugging Face BERT directory as an in-memory Google checkpoint, head included.
 
     The head comes from `architectures` in `config.json`: BertModel, BertForPreTraining,
@@ -124,6 +124,8 @@ def read_huggingface(hf_dir, exact_gelu=False):
         hf_dir: str. Holds `model.safetensors`, `config.json` and (optionally) `vocab.txt`;
             weight names with or without the "bert." prefix.
         exact_gelu: bool. Keep HF's erf GELU as "gelu_exact". Defaults to False.
+        config: `BertConfig` or None. `huggingface_config_to_google`'s of this directory,
+            when the caller has it (its note on the GELU is then not logged again).
 
     Returns:
         `tf1.GoogleCheckpoint` (in memory).
@@ -135,7 +137,7 @@ def read_huggingface(hf_dir, exact_gelu=False):
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: not found (expected a Hugging Face BERT directory)")
     hf_config = read_config(hf_dir)
-    config = huggingface_config_to_google(hf_config, exact_gelu, source=config_path)
+    config = config or huggingface_config_to_google(hf_config, exact_gelu, source=config_path)
     architecture = (hf_config.get("architectures") or ["BertForPreTraining"])[0]
     if architecture not in _TASK_HEADS:
         raise ValueError(f"{config_path}: architectures {architecture!r} is not supported; "

@@ -247,7 +247,8 @@ def read_classification_file(path, text_a, text_b=None, label=None, index=None,
 
     Args:
         path: str. A `.csv` (standard quoting: `"a, b"` is one field), `.tsv` (no quoting, as
-            GLUE) or `.jsonl` file (one JSON object per line). CSV and TSV need a header line.
+            GLUE) or `.jsonl` file (one JSON object per line: texts JSON strings, a label a
+            string, number or bool). CSV and TSV need a header line.
         text_a: str. Column (or JSON key) of the first text.
         text_b: str. Column of the second text of a pair task. Defaults to None.
         label: str. Column of the label; None for unlabelled data. Defaults to None.
@@ -266,18 +267,21 @@ def read_classification_file(path, text_a, text_b=None, label=None, index=None,
         path, [c for c in (text_a, text_b, label, index) if c is not None], errors,
         file_format)
     if label is not None and not regression and label_names is None:
-        label_names = sorted({str(r[label]) for _, r in raw} - {""})  # "": a malformed row
+        label_names = sorted({str(r[label]) for _, r in raw  # "": a malformed row
+                              if not isinstance(r[label], (list, dict))} - {""})
     names = REGRESSION if regression else tuple(str(n) for n in label_names or ())
     parse_label = _label_parser(names)
     rows = []
     for line, record in raw:
         try:
-            value = None if label is None else parse_label(str(record[label]))
+            value = None if label is None else parse_label(scalar_field(record, label))
+            row = (text_field(record, text_a),
+                   None if text_b is None else text_field(record, text_b), value,
+                   scalar_field(record, index) if index is not None else str(len(rows)))
         except ValueError as e:
             report(path, line, e, errors, problems)
             continue
-        rows.append((str(record[text_a]), None if text_b is None else str(record[text_b]),
-                     value, str(record[index]) if index is not None else str(len(rows))))
+        rows.append(row)
     summarize(path, problems, len(rows), errors)
     return _examples(rows, text_b is not None, label is not None, names, path)
 
@@ -319,6 +323,27 @@ def read_records(path, columns, errors="raise", file_format=None):
         except ValueError as e:
             report(path, line, e, errors, problems)
     return records, problems
+
+
+def text_field(record, column):
+    """The text in `column` of a row from `read_records`: a str. A JSON number, bool, list or
+    object there raises ValueError (its `str()` would be trained on as if it were the text)."""
+    value = record[column]
+    if not isinstance(value, str):
+        raise ValueError(f"{column!r} holds {_json_excerpt(value)}, a JSON "
+                         f"{_JSON_KINDS.get(type(value), type(value).__name__)}; expected a "
+                         "string of text")
+    return value
+
+
+def scalar_field(record, column):
+    """The label or id in `column` of a row from `read_records`, as str: a string, or a JSON
+    number or bool (`1`, `true`) as its `str()`. A list or object raises ValueError."""
+    value = record[column]
+    if isinstance(value, (list, dict)):
+        raise ValueError(f"{column!r} holds {_json_excerpt(value)}, a JSON "
+                         f"{_JSON_KINDS[type(value)]}; expected a string or a number")
+    return str(value)
 
 
 def report(path, line, error, errors, problems):
@@ -415,6 +440,15 @@ def _jsonl_records(path):
                 yield line_number, json.loads(line)
             except json.JSONDecodeError as e:
                 yield line_number, f"not valid JSON ({e.msg})"
+
+
+_JSON_KINDS = {int: "number", float: "number", bool: "bool", list: "array", dict: "object"}
+
+
+def _json_excerpt(value, limit=60):
+    """`value` as JSON, cut to `limit` characters for an error message."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _open(path):

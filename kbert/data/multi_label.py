@@ -79,6 +79,8 @@ def read_multi_label_file(path, text_a, text_b=None, *, label_column=None,
     rows = []  # (text_a, text_b, 0/1 vector, or label names while `ids` is None)
     for line, record in records:
         try:
+            texts = (glue.text_field(record, text_a),
+                     None if text_b is None else glue.text_field(record, text_b))
             if label_column is None:
                 labels = None if label_columns is None else _cells(record, label_columns)
             else:
@@ -87,8 +89,7 @@ def read_multi_label_file(path, text_a, text_b=None, *, label_column=None,
         except ValueError as e:
             glue.report(path, line, e, errors, problems)
             continue
-        rows.append((str(record[text_a]), None if text_b is None else str(record[text_b]),
-                     labels))
+        rows.append((*texts, labels))
     if label_column is not None and ids is None:
         names = _names(sorted({name for _, _, labels in rows for name in labels}))
         ids = {name: i for i, name in enumerate(names)}

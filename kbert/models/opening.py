@@ -169,7 +169,8 @@ def open_model(path, vocab_file=None, bert_config_file=None, exact_gelu=False):
         return _opened(path, kind, vocab_file, os.path.join(path, artifacts.VOCAB_FILE),
                        config, os.path.join(path, huggingface.HF_WEIGHTS), path,
                        huggingface.is_multi_label(path),
-                       _read=functools.partial(huggingface.read_huggingface, path, exact_gelu))
+                       _read=functools.partial(huggingface.read_huggingface, path, exact_gelu,
+                                               config=config))
     if kind == KERAS_HUB:
         return _opened(path, kind, vocab_file, os.path.join(path, keras_hub_preset.VOCABULARY),
                        keras_hub_preset.read_config(path), path, path,

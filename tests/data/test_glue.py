@@ -1,6 +1,7 @@
 """GLUE readers on fixtures in the real file layouts, and the generic CSV/TSV/JSONL reader."""
 
 import json
+import logging
 import os
 
 import numpy as np
@@ -141,6 +142,33 @@ def test_generic_jsonl_and_malformed_lines(tmp_path):
     with pytest.raises(ValueError, match=r"bad\.jsonl:1: unknown label '7'"):
         glue.read_classification_file(str(bad), text_a="text", label="label",
                                       label_names=["0", "1"])
+
+
+def test_jsonl_text_must_be_a_string_and_a_label_a_scalar(tmp_path, caplog):
+    # str() of a JSON number, array or object would be trained on as the text: an error at
+    # its line; a JSON number or bool label is its str(), as CSV would give it.
+    path = tmp_path / "data.jsonl"
+    rows = [{"text": "good", "pair": "a", "label": True},
+            {"text": 5, "pair": "b", "label": False},
+            {"text": "fine", "pair": ["a", "b"], "label": True},
+            {"text": "ok", "pair": "x", "label": [1]},
+            {"text": {"body": "x" * 100}, "pair": "y", "label": 1},
+            {"text": "kept", "pair": "z", "label": 1}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError, match=r"data\.jsonl:2: 'text' holds 5, a JSON number; "
+                                         r"expected a string of text"):
+        glue.read_classification_file(str(path), text_a="text", label="label")
+    with caplog.at_level(logging.WARNING):
+        examples = glue.read_classification_file(str(path), text_a="text", text_b="pair",
+                                                 label="label", errors="warn")
+    assert examples.text_a == ("good", "kept") and examples.text_b == ("a", "z")
+    assert examples.label_names == ("1", "False", "True") and examples.label.tolist() == [2, 0]
+    assert ("data.jsonl:3: 'pair' holds [\"a\", \"b\"], a JSON array; expected a string"
+            in caplog.text)
+    assert ("data.jsonl:4: 'label' holds [1], a JSON array; expected a string or a number"
+            in caplog.text)
+    assert ("data.jsonl:5: 'text' holds {\"body\": \"" + "x" * 47 + "..., a JSON object"
+            in caplog.text)  # cut to 60 characters
 
 
 def test_generic_unlabelled_and_missing_columns(tmp_path):

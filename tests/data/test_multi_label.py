@@ -81,6 +81,11 @@ def test_bad_rows_name_file_line_and_value(tmp_path, caplog):
         read(jsonl, label_column="labels")
     with pytest.raises(ValueError, match=r"bad\.jsonl:1: missing field\(s\) 'toxic'"):
         read(jsonl, label_columns=["toxic"])
+    numeric = write(tmp_path, "numeric.jsonl", json.dumps({"text": 12, "labels": ["a"]}) + "\n"
+                    + json.dumps({"text": "y", "labels": ["b"]}) + "\n")
+    with pytest.raises(ValueError, match=r"numeric\.jsonl:1: 'text' holds 12, a JSON number"):
+        read(numeric, label_column="labels")
+    assert read(numeric, label_column="labels", errors="skip").text_a == ("y",)
 
 
 def test_argument_errors(tmp_path):

@@ -1,6 +1,7 @@
 """open_model: every kind of input gives the model, its config, its vocab and its settings."""
 
 import json
+import logging
 import os
 import shutil
 
@@ -88,11 +89,16 @@ def test_a_release_name_and_the_arguments_given(tiny_google_dir, tmp_path, monke
     assert given.bert_config.hidden_act == "relu"
 
 
-def test_the_minilm_huggingface_directory_is_opened_without_reading_its_weights(minilm_dir):
-    source = opening.open_model(minilm_dir)
-    assert source.kind == "huggingface" and source.bert_config.hidden_size == 384
-    assert source.vocab_file == os.path.join(minilm_dir, "vocab.txt")
-    assert source._checkpoint is None  # the weights wait for google_checkpoint()
+def test_the_minilm_huggingface_directory_is_opened_without_reading_its_weights(minilm_dir,
+                                                                               caplog):
+    with caplog.at_level(logging.INFO):
+        source = opening.open_model(minilm_dir)
+        assert source.kind == "huggingface" and source.bert_config.hidden_size == 384
+        assert source.vocab_file == os.path.join(minilm_dir, "vocab.txt")
+        assert source._checkpoint is None  # the weights wait for google_checkpoint()
+        assert source.google_checkpoint().config is source.bert_config
+    # Its erf GELU becomes Google's tanh one, said once (the config is read once).
+    assert caplog.text.count("hidden_act 'gelu' (erf) written as Google's 'gelu'") == 1
 
 
 def test_anything_else_is_refused_naming_what_is_accepted(tmp_path):
