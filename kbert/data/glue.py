@@ -326,24 +326,24 @@ def read_records(path, columns, errors="raise", file_format=None):
 
 
 def text_field(record, column):
-    """The text in `column` of a row from `read_records`: a str. A JSON number, bool, list or
+    """The text in `column` of a row from `read_records`: a str. A JSON number, bool, array or
     object there raises ValueError (its `str()` would be trained on as if it were the text)."""
-    value = record[column]
-    if not isinstance(value, str):
-        raise ValueError(f"{column!r} holds {_json_excerpt(value)}, a JSON "
-                         f"{_JSON_KINDS.get(type(value), type(value).__name__)}; expected a "
-                         "string of text")
-    return value
+    return _typed_field(record, column, str, "a string of text")
 
 
 def scalar_field(record, column):
     """The label or id in `column` of a row from `read_records`, as str: a string, or a JSON
-    number or bool (`1`, `true`) as its `str()`. A list or object raises ValueError."""
+    number or bool (`1`, `true`) as its `str()`. An array or object raises ValueError."""
+    return str(_typed_field(record, column, (str, int, float), "a string or a number"))
+
+
+def _typed_field(record, column, types, expected):
     value = record[column]
-    if isinstance(value, (list, dict)):
-        raise ValueError(f"{column!r} holds {_json_excerpt(value)}, a JSON "
-                         f"{_JSON_KINDS[type(value)]}; expected a string or a number")
-    return str(value)
+    if not isinstance(value, types):
+        kind = _JSON_KINDS.get(type(value), type(value).__name__)
+        raise ValueError(f"{column!r} holds {_json_excerpt(value)}, a JSON {kind}; "
+                         f"expected {expected}")
+    return value
 
 
 def report(path, line, error, errors, problems):
