@@ -32,6 +32,8 @@ _LOGGED_PROBLEMS = 10
 # csv's field limit (131,072 characters by default) would stop a long document; the largest
 # value every platform's C long holds lifts it.
 _CSV_FIELD_LIMIT = 2**31 - 1
+# What a JSON-lines field that has the wrong type holds, in an error message.
+_JSON_KINDS = {int: "number", float: "number", bool: "bool", list: "array", dict: "object"}
 
 
 class Layout(typing.NamedTuple):
@@ -440,9 +442,6 @@ def _jsonl_records(path):
                 yield line_number, json.loads(line)
             except json.JSONDecodeError as e:
                 yield line_number, f"not valid JSON ({e.msg})"
-
-
-_JSON_KINDS = {int: "number", float: "number", bool: "bool", list: "array", dict: "object"}
 
 
 def _json_excerpt(value, limit=60):
