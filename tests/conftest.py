@@ -12,6 +12,7 @@ import socket
 
 import hypothesis
 import pytest
+from absl import logging as absl_logging
 
 import kbert
 from tests import network_guard
@@ -21,6 +22,9 @@ from tests import network_guard
 hypothesis.settings.register_profile("ci", derandomize=True, database=None)
 hypothesis.settings.register_profile("explore")
 hypothesis.settings.load_profile("ci")
+
+# absl's logger level as a worker starts (`absl_logger_level` puts it back for each test).
+_ABSL_LOGGER_LEVEL = absl_logging.get_absl_logger().level
 
 # Every size distinct, so a transposed or mis-reshaped weight fails loudly.
 TINY_CONFIG = dict(
@@ -59,6 +63,16 @@ def no_network():
     yield
     socket.getaddrinfo = lookup
     assert not looked_up, f"the test looked up {sorted(set(looked_up))}: no downloads in tests"
+
+
+@pytest.fixture(autouse=True)
+def absl_logger_level():
+    """Each test starts with absl's logger at its level when the worker started. TensorFlow's
+    SavedModel save reads absl's verbosity and sets it back by value
+    (`AutoTrackable._trackable_children`), which turns the logger's unset level into an
+    explicit WARNING: after an export in a test or a module's fixture, a later test in the
+    worker caught no absl INFO line at `caplog.at_level(logging.INFO)`."""
+    absl_logging.get_absl_logger().setLevel(_ABSL_LOGGER_LEVEL)
 
 
 @pytest.fixture
