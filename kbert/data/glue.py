@@ -271,6 +271,7 @@ def read_classification_file(path, text_a, text_b=None, label=None, index=None,
     if label is not None and not regression and label_names is None:
         label_names = sorted({str(r[label]) for _, r in raw  # "": a malformed row
                               if not isinstance(r[label], (list, dict))} - {""})
+        _check_distinct_labels(path, label_names)
     names = REGRESSION if regression else tuple(str(n) for n in label_names or ())
     parse_label = _label_parser(names)
     rows = []
@@ -442,6 +443,20 @@ def _jsonl_records(path):
                 yield line_number, json.loads(line)
             except json.JSONDecodeError as e:
                 yield line_number, f"not valid JSON ({e.msg})"
+
+
+def _check_distinct_labels(path, label_names):
+    """Raises ValueError if two labels of a file differ only in surrounding whitespace
+    ("pos" and "pos "): each would silently become a class of its own."""
+    by_stripped = {}
+    for name in label_names:
+        by_stripped.setdefault(name.strip(), []).append(name)
+    clashes = [names for names in by_stripped.values() if len(names) > 1]
+    if clashes:
+        raise ValueError(f"{path}: labels {' and '.join(map(repr, clashes[0]))} differ only in "
+                         "surrounding whitespace, so they would be different classes — fix "
+                         "the file, or give the classes (labels, run_classifier.py --labels): "
+                         "a row with another label is then malformed")
 
 
 def _json_excerpt(value, limit=60):

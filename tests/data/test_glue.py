@@ -171,6 +171,18 @@ def test_jsonl_text_must_be_a_string_and_a_label_a_scalar(tmp_path, caplog):
             in caplog.text)  # cut to 60 characters
 
 
+def test_labels_that_differ_only_in_whitespace_are_refused(tmp_path):
+    # "pos" and "pos " would be two classes, each with part of the positive rows.
+    path = tmp_path / "train.csv"
+    path.write_text('text,label\ngood,pos\nbad,neg\nfine,"pos "\nmeh,neg\n')
+    with pytest.raises(ValueError, match=r"train\.csv: labels 'pos' and 'pos ' differ only in "
+                                         r"surrounding whitespace"):
+        glue.read_classification_file(str(path), text_a="text", label="label")
+    kept = glue.read_classification_file(str(path), text_a="text", label="label",
+                                         label_names=["neg", "pos"], errors="skip")
+    assert kept.text_a == ("good", "bad", "meh") and kept.label.tolist() == [1, 0, 0]
+
+
 def test_generic_unlabelled_and_missing_columns(tmp_path):
     path = tmp_path / "test.csv"
     path.write_text("sentence\nhello\nworld\n")
