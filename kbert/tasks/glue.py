@@ -40,6 +40,8 @@ from kbert.tokenization import BertPreprocessor
 from kbert.tokenization import vocab as vocab_lib
 
 OWN_TASK = "own"  # `TaskSpec.name` of a user's own data
+# A tab, and every character `str.splitlines` breaks a line at: spaces in a predictions TSV.
+_TSV_BREAKS = str.maketrans(dict.fromkeys("\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029", " "))
 # The score of each metric that picks the best epoch.
 PRIMARY_SCORE = {"accuracy": "accuracy", "f1_accuracy": "accuracy_and_f1",
                  "matthews_corrcoef": "matthews_corrcoef", "pearson_spearman": "correlation"}
@@ -270,7 +272,8 @@ def write_predictions(path, index, predictions):
     """Writes `index<TAB>prediction` lines under that header, atomically."""
     with io.atomic_write(path) as f:
         f.write("index\tprediction\n")
-        f.writelines(f"{i}\t{p}\n" for i, p in zip(index, predictions, strict=True))
+        f.writelines(f"{_tsv_field(i)}\t{_tsv_field(p)}\n"
+                     for i, p in zip(index, predictions, strict=True))
 
 
 def write_dev_predictions(path, spec, examples, outputs):
@@ -301,11 +304,16 @@ def write_prediction_table(path, examples, gold, predicted, label_names=(),
         ["gold"] if gold is not None else []) + ["predicted"] + [f"p_{n}" for n in label_names]
     if probabilities is None:
         probabilities = [[] for _ in predicted]
-    clean = lambda text: str(text).replace("\t", " ").replace("\n", " ")  # noqa: E731
     with io.atomic_write(path) as f:
         f.write("\t".join(header) + "\n")
         for *row, p in zip(*columns, probabilities, strict=True):
-            f.write("\t".join([*map(clean, row), *(f"{value:.4f}" for value in p)]) + "\n")
+            f.write("\t".join([*map(_tsv_field, row), *(f"{value:.4f}" for value in p)]) + "\n")
+
+
+def _tsv_field(text):
+    """`text` as one field of a TSV line: tabs and line breaks (a CSV field may hold them)
+    become spaces, which would otherwise shift the columns or start a line."""
+    return str(text).translate(_TSV_BREAKS)
 
 
 def _softmax(outputs):

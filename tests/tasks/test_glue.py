@@ -158,6 +158,26 @@ def test_format_predictions():
         "4.123", "0.500"]
 
 
+def test_prediction_files_keep_one_line_and_their_columns_per_example(tmp_path):
+    # A CSV field may hold tabs and line breaks; in a TSV they would shift the columns or
+    # start a line. Each becomes a space.
+    texts = ("a\tb", "two\r\nlines", "sep\u2028arated\x85x")
+    examples = glue.glue.Examples(text_a=texts, text_b=("x", "y\nz", "w"),
+                                  label=np.array([0, 1, 0]), index=("i\t1", "i2", "i3\r"),
+                                  label_names=("no", "yes"), source="own.csv")
+    outputs = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.2]])
+    table, plain = tmp_path / "dev_predictions.tsv", tmp_path / "test_predictions.tsv"
+    glue.write_prediction_table(str(table), examples, ["no", "yes", "no"], ["no", "yes", "no"],
+                                ("no", "yes"), outputs)
+    glue.write_predictions(str(plain), examples.index, ["no", "yes", "no"])
+    rows = [line.split("\t") for line in table.read_text(encoding="utf-8").splitlines()]
+    assert [len(row) for row in rows] == [7] * 4
+    assert [row[:3] for row in rows[1:]] == [["i 1", "a b", "x"], ["i2", "two  lines", "y z"],
+                                             ["i3 ", "sep arated x", "w"]]
+    assert plain.read_text(encoding="utf-8").splitlines() == [
+        "index\tprediction", "i 1\tno", "i2\tyes", "i3 \tno"]
+
+
 def scripted_dev_scores(monkeypatch, values):
     """Makes the per-epoch dev score follow `values`; records each epoch's weights."""
     snapshots = []
