@@ -20,6 +20,7 @@ from absl import logging
 
 from kbert import artifacts
 from kbert import io
+from kbert import text_files
 from kbert.checkpoints import tf1
 from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
@@ -117,14 +118,19 @@ def read_corpus(path, column=None):
     """Yields the texts of one corpus file, line by line.
 
     Args:
-        path: str. UTF-8 text. Without `column`, every non-empty line is one text. With
-            `column`, a tab-separated file with a header row; the texts are that column.
+        path: str. UTF-8 text (a leading byte-order mark dropped). Without `column`, every
+            non-empty line is one text. With `column`, a tab-separated file with a header
+            row; the texts are that column, blank lines skipped.
         column: str or None. Header name of the text column. Defaults to None.
 
     Yields:
         str.
+
+    Raises:
+        ValueError: naming `path:line`, for bytes that are not UTF-8, a missing column or a
+            row of another width than the header.
     """
-    with open(path, encoding="utf-8") as f:
+    with text_files.open_text(path) as f:
         if column is None:
             yield from (line.rstrip("\r\n") for line in f if line.strip())
             return
@@ -133,6 +139,8 @@ def read_corpus(path, column=None):
             raise ValueError(f"{path}:1: no column {column!r} in the header {header}")
         index = header.index(column)
         for number, line in enumerate(f, start=2):
+            if not line.strip("\r\n"):
+                continue  # a blank line, e.g. at the end of the file
             fields = line.rstrip("\r\n").split("\t")
             if len(fields) != len(header):
                 raise ValueError(f"{path}:{number}: {len(fields)} tab-separated fields, "

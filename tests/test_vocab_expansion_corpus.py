@@ -83,6 +83,16 @@ def test_tsv_column(tmp_path):
     tsv.write_text("label\ttext_a\n1\tok\n0\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"train.tsv:3: 1 tab-separated fields, expected 2"):
         list(vocab_expansion.read_corpus(str(tsv), "text_a"))
+    # As Windows tools save it: a byte-order mark before the header, CRLF, blank lines at
+    # the end; the mark is not part of the first column's name.
+    tsv.write_bytes("\ufefftext_a\tlabel\r\n很好\t1\r\n\r\nxyz\t0\r\n\r\n".encode())
+    assert list(vocab_expansion.read_corpus(str(tsv), "text_a")) == ["很好", "xyz"]
+    plain = tmp_path / "corpus.txt"
+    plain.write_bytes("\ufeff很好\r\n".encode())
+    assert list(vocab_expansion.read_corpus(str(plain))) == ["很好"]
+    plain.write_bytes(b"ok\n" + "很".encode("gbk") + b"\n")
+    with pytest.raises(ValueError, match=r"corpus.txt:2: not UTF-8"):
+        list(vocab_expansion.read_corpus(str(plain)))
 
 
 def test_nothing_to_add(release, tmp_path):

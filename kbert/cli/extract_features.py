@@ -33,7 +33,7 @@ def main(argv):
     # Here and in _write_features: --help needs no TensorFlow.
     from kbert import artifacts
     from kbert import io
-    from kbert.data import text_files
+    from kbert import text_files
     from kbert.models.opening import open_model
     from kbert.tokenization import vocab as vocab_lib
 
@@ -77,7 +77,7 @@ def _write_features(config, source, total):
     import numpy as np
 
     from kbert import io
-    from kbert.data import text_files
+    from kbert import text_files
     from kbert.models.encoder import BertEncoder
     from kbert.tasks import feature_extraction
     from kbert.tokenization import FullTokenizer

@@ -26,8 +26,8 @@ import tensorflow as tf
 from absl import logging
 
 from kbert import io
+from kbert import text_files
 from kbert.data import pipeline
-from kbert.data import text_files
 
 FORMATS = ("conll", "two_column")
 # Accepted label prefixes of each tag scheme ("auto": any of them).

@@ -24,7 +24,7 @@ import typing
 import numpy as np
 from absl import logging
 
-from kbert.data import text_files
+from kbert import text_files
 
 REGRESSION = None  # `TaskSpec.labels` of a regression task (STS-B)
 # Skipped rows logged one by one; the rest are counted in the summary line.

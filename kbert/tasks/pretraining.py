@@ -42,11 +42,11 @@ from absl import logging
 
 from kbert import artifacts
 from kbert import io
+from kbert import text_files
 from kbert import tokenization
 from kbert.checkpoints import tf1
 from kbert.config import BertConfig
 from kbert.data import corpus
-from kbert.data import text_files
 from kbert.data.pretraining import record_input
 from kbert.data.pretraining import text_input
 from kbert.models import opening
