@@ -69,7 +69,7 @@ class BertConfig:
         """Reads `bert_config.json`; errors name the file."""
         path = os.fspath(path)
         try:
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8-sig") as f:
                 text = f.read()
         except FileNotFoundError:
             raise FileNotFoundError(f"{path}: BERT config file not found") from None

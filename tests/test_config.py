@@ -26,6 +26,13 @@ def test_reads_google_release_config_with_extra_keys(tmp_path):
     assert config.hidden_size == 12
 
 
+def test_reads_a_config_saved_with_a_byte_order_mark(tmp_path):
+    # As Windows editors save it; Python's json refuses the mark.
+    path = tmp_path / "bert_config.json"
+    path.write_text("\ufeff" + json.dumps(TINY_CONFIG), encoding="utf-8")
+    assert kbert.BertConfig.from_json_file(str(path)) == kbert.BertConfig(**TINY_CONFIG)
+
+
 def test_encoder_kwargs_round_trip():
     config = kbert.BertConfig(**TINY_CONFIG)
     kwargs = config.encoder_kwargs()

@@ -262,7 +262,7 @@ def read_config(hf_dir):
     """The `config.json` of a Hugging Face directory as a dict; bad JSON names the file, line
     and column."""
     path = os.path.join(hf_dir, HF_CONFIG)
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         try:
             config = json.load(f)
         except json.JSONDecodeError as e:

@@ -182,7 +182,7 @@ _SHAPE = ('SQuAD JSON: {"data": [{"paragraphs": [{"context": str, "qas": [{"id":
 
 def load_squad_file(path):
     """The parsed JSON of a SQuAD file; a ValueError names the file when it is not SQuAD."""
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         try:
             data = json.load(f)
         except UnicodeDecodeError as e:

@@ -11,6 +11,7 @@ from absl import flags
 from bert import tokenization as google_tokenization
 
 import kbert
+from kbert.checkpoints import huggingface
 
 SENTENCES = [
     ("The quick brown fox jumps over the lazy dog.", None),
@@ -78,6 +79,13 @@ def test_google_to_huggingface_and_back_is_lossless(minilm_dir, minilm_google_di
 def test_missing_huggingface_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json: not found"):
         kbert.convert_huggingface_to_google(str(tmp_path), str(tmp_path / "out"))
+
+
+def test_a_config_json_with_a_byte_order_mark_is_read(minilm_dir, tmp_path):
+    with open(os.path.join(minilm_dir, "config.json"), encoding="utf-8") as f:
+        values = json.load(f)
+    (tmp_path / "config.json").write_text("\ufeff" + json.dumps(values), encoding="utf-8")
+    assert huggingface.read_config(str(tmp_path)) == values
 
 
 def test_masked_lm_architecture_reads_with_its_heads(minilm_google_dir, tmp_path):

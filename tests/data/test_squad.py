@@ -323,3 +323,6 @@ def test_not_json_and_no_usable_answer(tmp_path):
                                          "at answer_start 0"):
         read_squad_examples(str(path), is_training=True)
     assert len(read_squad_examples(str(path), is_training=False)) == 1
+    # A byte-order mark before the JSON (as Windows tools save it) is read past.
+    path.write_text("\ufeff" + path.read_text(encoding="utf-8"), encoding="utf-8")
+    assert len(read_squad_examples(str(path), is_training=False)) == 1
