@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from tests import emulated_cpu
+from tests import warm_process
 from tests.limits import SUBPROCESS_TIMEOUT
 
 # What QEMU 7.2 printed for `-cpu EPYC-Milan` on this project's Intel VM (2026-11-30), cut.
@@ -53,6 +54,25 @@ def test_the_copy_links_the_environment_and_wraps_only_python(tmp_path):
 
 @pytest.mark.skipif(shutil.which("qemu-x86_64") is None,
                     reason="needs QEMU's user-mode emulator (qemu-x86_64)")
+def test_main_runs_pytest_emulated_with_every_child_started_afresh(monkeypatch):
+    runs = []
+    monkeypatch.setattr(emulated_cpu.shutil, "which", lambda name: "/opt/qemu-x86_64")
+    monkeypatch.setattr(emulated_cpu, "emulated_python",
+                        lambda directory, qemu: os.path.join(directory, "bin", "python"))
+
+    def run(args, **kwargs):
+        runs.append((args, kwargs.get("env")))
+        return subprocess.CompletedProcess(args, 0, "qemu-x86_64 version 10.0.2\n", "")
+
+    monkeypatch.setattr(emulated_cpu.subprocess, "run", run)
+    assert emulated_cpu.main(["-n", "2", "tests"]) == 0
+    (version, _), (pytest_args, env) = runs
+    assert version == ["/opt/qemu-x86_64", "--version"]
+    assert pytest_args[1:] == ["-m", "pytest", "-n", "2", "tests"]
+    assert pytest_args[0].endswith(os.path.join("bin", "python"))
+    assert env[warm_process.FORKS_VARIABLE] == "0" and env["PATH"] == os.environ["PATH"]
+
+
 def test_the_emulated_python_is_this_environment_and_starts_itself(tmp_path):
     (tmp_path / "env").mkdir()
     python = emulated_cpu.emulated_python(str(tmp_path / "env"), shutil.which("qemu-x86_64"))

@@ -93,3 +93,12 @@ def test_what_tensorflow_reads_at_import_set_otherwise_starts_a_fresh_process():
                                  stdout=subprocess.PIPE, text=True)
     assert type(process) is subprocess.Popen
     assert process.communicate(timeout=SUBPROCESS_TIMEOUT)[0] == "fresh\n"
+
+
+def test_forks_turned_off_start_every_child_afresh(monkeypatch):
+    # As tests/emulated_cpu.py runs the suite: QEMU now and then deadlocks a forked child.
+    monkeypatch.setenv(warm_process.FORKS_VARIABLE, "0")
+    process = warm_process.popen([sys.executable, "-c", "print('fresh')"],
+                                 warm_process.environment(), stdout=subprocess.PIPE, text=True)
+    assert type(process) is subprocess.Popen
+    assert process.communicate(timeout=SUBPROCESS_TIMEOUT)[0] == "fresh\n"

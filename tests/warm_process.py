@@ -39,6 +39,10 @@ _START_UP_VARIABLES = ("TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MAX_VLOG_LEVEL", "TF_CPP_
                        "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "LD_PRELOAD",
                        "LD_LIBRARY_PATH", "MALLOC_CONF")
 _DEFAULTS = {"TF_CPP_MIN_LOG_LEVEL": "0", "KERAS_BACKEND": "tensorflow"}
+# Set to "0", every child starts afresh, none is forked (tests/emulated_cpu.py: under QEMU's
+# user-mode emulator a child forked from the server, which has TensorFlow's threads, now and
+# then deadlocks).
+FORKS_VARIABLE = "KBERT_TEST_WARM_FORKS"
 _HIDDEN = "KBERT_TEST_HIDDEN_MODULES"
 _PASSED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
                    signal.SIGUSR1, signal.SIGUSR2)
@@ -65,7 +69,7 @@ def popen(args, env, **kwargs):
         **kwargs: passed to `subprocess.Popen` (stdout, stderr, text, cwd, ...).
     """
     args = [str(a) for a in args]
-    if not _servable(args, env):
+    if os.environ.get(FORKS_VARIABLE) == "0" or not _servable(args, env):
         return subprocess.Popen(args, env=env, **kwargs)
     return _ForkedPopen(_running_server(), args, env=env, **kwargs)
 
