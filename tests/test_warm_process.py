@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests import warm_process
 from tests.limits import SUBPROCESS_TIMEOUT
 
@@ -17,6 +19,13 @@ sys.exit(int(sys.argv[2]))
 """
 
 
+# The tests of the forked child itself, skipped where the forks are turned off.
+needs_forks = pytest.mark.skipif(
+    os.environ.get(warm_process.FORKS_VARIABLE) == "0",
+    reason=f"{warm_process.FORKS_VARIABLE}=0 (tests/emulated_cpu.py): every child starts afresh")
+
+
+@needs_forks
 def test_a_forked_child_has_the_callers_arguments_files_environment_and_status(tmp_path):
     env = warm_process.environment({"KBERT_TEST_VALUE": "seen"})
     process = warm_process.popen([sys.executable, "-c", _REPORT, "one", "3"], env,
@@ -49,6 +58,7 @@ def test_a_module_outside_the_allowed_distributions_stays_hidden():
     assert allowed.stdout.split()[0] == "None" and allowed.stdout.split()[1] != "None"
 
 
+@needs_forks
 def test_kill_then_wait_returns_once_the_child_is_dead():
     process = warm_process.popen(
         [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"],
@@ -72,6 +82,7 @@ def test_terminate_reaches_the_childs_own_handler():
     process.stdout.close()
 
 
+@needs_forks
 def test_a_killed_launcher_takes_its_child_with_it():
     process = warm_process.popen(
         [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"],
