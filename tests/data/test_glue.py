@@ -194,3 +194,15 @@ def test_generic_unlabelled_and_missing_columns(tmp_path):
     bad.write_text("a,b\n1,2\n3\n")
     with pytest.raises(ValueError, match=r"short\.csv:3: expected 2 fields, found 1"):
         glue.read_classification_file(str(bad), text_a="a", text_b="b")
+    # A spreadsheet's semicolon-separated ".csv", a comma-separated ".tsv": the hint says so.
+    semicolons = tmp_path / "semicolons.csv"
+    semicolons.write_text("text;label\ngood;pos\n")
+    with pytest.raises(ValueError, match=r"found \['text;label'\] — the file looks "
+                                         r"semicolon-separated; save it comma-separated"):
+        glue.read_classification_file(str(semicolons), text_a="text", label="label")
+    commas = tmp_path / "commas.tsv"
+    commas.write_text("text,label\ngood,pos\n")
+    with pytest.raises(ValueError, match=r"looks comma-separated; save it tab-separated"):
+        glue.read_classification_file(str(commas), text_a="text", label="label")
+    with pytest.raises(ValueError, match=r"found \['text;label'\]$"):  # no such column at all
+        glue.read_classification_file(str(semicolons), text_a="review", label="label")
