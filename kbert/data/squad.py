@@ -164,7 +164,8 @@ def parse_squad(data, is_training, version_2_with_negative=False, source=None):
                     if is_training and m == 0:
                         _field(answer, "answer_start", int, source, f"{where}.answers[0]")
                 answers = tuple(a["text"] for a in qa.get("answers", ()))
-                is_impossible = bool(version_2_with_negative and qa.get("is_impossible", False))
+                is_impossible = _flag(qa, "is_impossible", source, where)
+                is_impossible = is_impossible and version_2_with_negative
                 example = SquadExample(qa["id"], qa["question"], doc_tokens, answers,
                                        is_impossible=is_impossible)
                 if is_training:
@@ -217,6 +218,16 @@ def _field(parent, key, types, source, where, default=None):
         raise ValueError(f"{source}: {where}.{key} is {value!r:.40}, of type "
                          f"{type(value).__name__} — expected {_SHAPE}")
     return value
+
+
+def _flag(qa, key, source, where):
+    """`qa[key]` (False if absent) as a bool: JSON true or false, or 1 or 0. A string such as
+    "false" raises ValueError: it would be true."""
+    value = qa.get(key, False)
+    if not (isinstance(value, bool) or isinstance(value, int) and value in (0, 1)):
+        raise ValueError(f"{source}: {where}.{key} is {value!r:.40}, of type "
+                         f"{type(value).__name__} — expected true or false")
+    return bool(value)
 
 
 def _with_answer_span(example, qa, context, char_to_word):

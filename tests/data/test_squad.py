@@ -127,6 +127,18 @@ def test_unanswerable(tmp_path):
     assert skipped == [("no", "no answer (is_impossible needs version_2_with_negative)")]
     # For prediction it is read (no answers, no positions).
     assert [e.qas_id for e in squad.read_squad_examples(data, False)] == ["no", "yes"]
+    # 1 and 0 are true and false; the string "false" is not false, so it is refused.
+    flagged = article(TESLA, dict(qa("one", "Born when?"), is_impossible=1),
+                      dict(qa("zero", "Born when?", "1895", TESLA.index("1895")),
+                           is_impossible=0))
+    one, zero = squad.read_squad_examples(flagged, True, version_2_with_negative=True)
+    assert one.is_impossible and not zero.is_impossible and zero.orig_answer_text == "1895"
+    for value in ("false", 2, None):
+        bad = article(TESLA, dict(qa("q", "Born when?", "1895", TESLA.index("1895")),
+                                  is_impossible=value))
+        with pytest.raises(ValueError, match=r"qas\[0\]\.is_impossible is .*expected true or "
+                                             r"false"):
+            squad.read_squad_examples(bad, True, version_2_with_negative=True)
 
 
 def test_odd_whitespace_and_accents(tmp_path):
