@@ -160,13 +160,15 @@ def _read_wikiextractor(blocks, hi):
 
 def check_documents(files, input_format=TEXT):
     """Checks raw text before any work, as `read_documents` reads it: some document has text,
-    and (wikiextractor) every `<doc ...>` is closed by `</doc>` before the next one or the end
-    of its file (the reader would take or drop whatever follows one that is not).
+    (text) no file starts as WikiExtractor's output does, whose `<doc ...>` lines would be
+    read as sentences, and (wikiextractor) every `<doc ...>` is closed by `</doc>` before the
+    next one or the end of its file (the reader would take or drop whatever follows one that
+    is not).
 
-    Reads the files line by line; "text" stops at its first line with text.
+    Reads the files line by line; "text" stops at each file's first line with text.
 
     Raises:
-        ValueError: naming the input, or the file and line of the unclosed `<doc>`.
+        ValueError: naming the input, or the file and line of the `<doc>` at fault.
     """
     if input_format not in INPUT_FORMATS:
         raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
@@ -174,9 +176,8 @@ def check_documents(files, input_format=TEXT):
     for path in files:
         if input_format == WIKIEXTRACTOR:
             has_text = _check_docs(path) or has_text
-        elif not has_text:
-            with open(path, "rb") as f:
-                has_text = any(line.strip() for line in f)
+        else:
+            has_text = _check_text_start(path) or has_text
     if not has_text:
         expected = ("one sentence per line, blank lines between documents"
                     if input_format == TEXT else
@@ -184,6 +185,23 @@ def check_documents(files, input_format=TEXT):
         raise ValueError(f"{', '.join(files[:3])}{' ...' if len(files) > 3 else ''}: no "
                          f"document has any text (input_format={input_format!r}) — expected "
                          f"{expected}")
+
+
+def _check_text_start(path):
+    """Whether a text-format file has a line with text; raises if the first one opens a
+    WikiExtractor document."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            line = raw.strip()
+            if not line:
+                continue
+            if line.startswith(b"<doc ") and line.endswith(b">"):
+                raise ValueError(f"{path}:{number}: a WikiExtractor <doc ...> line, but "
+                                 f"input_format is {TEXT!r}, which would train on its markup "
+                                 f"as sentences — pass input_format={WIKIEXTRACTOR!r} "
+                                 f"(--input_format={WIKIEXTRACTOR})")
+            return True
+    return False
 
 
 def _check_docs(path):

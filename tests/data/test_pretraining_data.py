@@ -93,6 +93,15 @@ def test_clear_errors(wiki_sample, vocab_file, tmp_path):
     with pytest.raises(ValueError, match="no document has any text"):
         create(str(titles_only), tmp_path / "out" / "t.tfrecord", vocab_file)
     assert not (tmp_path / "out").exists()  # nothing left behind, not even the directory
+    # WikiExtractor's output read as Google's text format would train on its <doc> lines.
+    # The check looks at every file: the first (plain text) passes, the second is named.
+    plain = tmp_path / "plain.txt"
+    plain.write_text("\nA sentence.\nAnother one.\n")
+    with pytest.raises(ValueError, match=r"wiki_00:1: a WikiExtractor <doc \.\.\.> line, but "
+                                         r"input_format is 'text'.*--input_format=wikiextractor"):
+        writer.create_pretraining_data(f"{plain},{titles_only}", str(tmp_path / "out" / "t"),
+                                       vocab_file, input_format="text", progress=False)
+    assert not (tmp_path / "out").exists()
 
 
 def test_batch_tokenizer_gives_full_tokenizers_ids(vocab_file, wiki_sample_text):
