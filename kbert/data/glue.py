@@ -424,7 +424,8 @@ def _table_records(path, wanted, file_format):
         absent = [c for c in wanted if c not in header]
         if absent:
             raise ValueError(f"{path}:1: header has no column(s) {', '.join(map(repr, absent))}"
-                             f"; found {header}{_separator_hint(header, wanted, delimiter)}")
+                             f"; found {header}"
+                             f"{_separator_hint(header, wanted, delimiter, file_format)}")
         for fields in reader:
             if fields == [] or fields == [""]:
                 continue
@@ -434,14 +435,14 @@ def _table_records(path, wanted, file_format):
             yield reader.line_num, dict(zip(header, fields, strict=True))
 
 
-def _separator_hint(header, wanted, delimiter):
+def _separator_hint(header, wanted, delimiter, file_format):
     """A hint when the header splits into the wanted columns at another separator (a
     semicolon-separated ".csv", as spreadsheets in some locales save it, or a tab)."""
     for separator, name in ((";", "semicolon"), ("\t", "tab"), (",", "comma"), ("|", "bar")):
         if separator != delimiter and set(wanted) <= set(delimiter.join(header).split(separator)):
             expected = "comma" if delimiter == "," else "tab"
-            return (f" — the file looks {name}-separated; save it {expected}-separated, as its "
-                    f"extension says")
+            return (f" — the file looks {name}-separated; save it {expected}-separated, as "
+                    f"{file_format} is read")
     return ""
 
 
