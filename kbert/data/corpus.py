@@ -195,7 +195,7 @@ def _check_text_start(path):
             line = raw.strip()
             if not line:
                 continue
-            if line.startswith(b"<doc ") and line.endswith(b">"):
+            if _opens_doc(line):
                 raise ValueError(f"{path}:{number}: a WikiExtractor <doc ...> line, but "
                                  f"input_format is {TEXT!r}, which would train on its markup "
                                  f"as sentences — pass input_format={WIKIEXTRACTOR!r} "
@@ -204,13 +204,19 @@ def _check_text_start(path):
     return False
 
 
+def _opens_doc(line):
+    """Whether a stripped line (bytes) opens a WikiExtractor document, as
+    `_read_wikiextractor` takes it."""
+    return line.startswith(b"<doc ") or line == b"<doc>"
+
+
 def _check_docs(path):
     """Whether a WikiExtractor file has a document with text; raises at an unclosed `<doc>`."""
     opened, expect_title, has_text = None, False, False
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             line = raw.strip()
-            if line.startswith(b"<doc ") or line == b"<doc>":
+            if _opens_doc(line):
                 if opened is not None:
                     raise ValueError(f"{path}:{opened}: <doc> not closed: the next <doc> is on "
                                      f"line {number} — expected </doc> before it")

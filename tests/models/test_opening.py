@@ -91,7 +91,7 @@ def test_a_release_name_and_the_arguments_given(tiny_google_dir, tmp_path, monke
 
 def test_the_minilm_huggingface_directory_is_opened_without_reading_its_weights(minilm_dir,
                                                                                caplog):
-    with caplog.at_level(logging.INFO, logger="absl"):  # whatever absl verbosity set before
+    with caplog.at_level(logging.INFO):
         source = opening.open_model(minilm_dir)
         assert source.kind == "huggingface" and source.bert_config.hidden_size == 384
         assert source.vocab_file == os.path.join(minilm_dir, "vocab.txt")
