@@ -52,8 +52,6 @@ def test_the_copy_links_the_environment_and_wraps_only_python(tmp_path):
     assert lint == os.path.realpath(os.path.join(sys.prefix, "bin", "lint-imports"))
 
 
-@pytest.mark.skipif(shutil.which("qemu-x86_64") is None,
-                    reason="needs QEMU's user-mode emulator (qemu-x86_64)")
 def test_main_runs_pytest_emulated_with_every_child_started_afresh(monkeypatch):
     runs = []
     monkeypatch.setattr(emulated_cpu.shutil, "which", lambda name: "/opt/qemu-x86_64")
@@ -73,6 +71,8 @@ def test_main_runs_pytest_emulated_with_every_child_started_afresh(monkeypatch):
     assert env[warm_process.FORKS_VARIABLE] == "0" and env["PATH"] == os.environ["PATH"]
 
 
+@pytest.mark.skipif(shutil.which("qemu-x86_64") is None,
+                    reason="needs QEMU's user-mode emulator (qemu-x86_64)")
 def test_the_emulated_python_is_this_environment_and_starts_itself(tmp_path):
     (tmp_path / "env").mkdir()
     python = emulated_cpu.emulated_python(str(tmp_path / "env"), shutil.which("qemu-x86_64"))
