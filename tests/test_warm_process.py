@@ -21,7 +21,7 @@ sys.exit(int(sys.argv[2]))
 
 # The tests of the forked child itself, skipped where the forks are turned off.
 needs_forks = pytest.mark.skipif(
-    os.environ.get(warm_process.FORKS_VARIABLE) == "0",
+    not warm_process.forks_on(),
     reason=f"{warm_process.FORKS_VARIABLE}=0 (tests/emulated_cpu.py): every child starts afresh")
 
 

@@ -59,6 +59,11 @@ def environment(env=None, allow=()):
     return fresh_process.environment({**command.QUIET_START_VARIABLES, **(env or {})}, allow)
 
 
+def forks_on():
+    """Whether children may be forked from the server (`FORKS_VARIABLE` is not "0")."""
+    return os.environ.get(FORKS_VARIABLE) != "0"
+
+
 def popen(args, env, **kwargs):
     """`subprocess.Popen(args, env=env, **kwargs)` for `args = [sys.executable, ...]`, run by a
     child forked from this worker's server when `env` allows it, else started afresh.
@@ -69,7 +74,7 @@ def popen(args, env, **kwargs):
         **kwargs: passed to `subprocess.Popen` (stdout, stderr, text, cwd, ...).
     """
     args = [str(a) for a in args]
-    if os.environ.get(FORKS_VARIABLE) == "0" or not _servable(args, env):
+    if not forks_on() or not _servable(args, env):
         return subprocess.Popen(args, env=env, **kwargs)
     return _ForkedPopen(_running_server(), args, env=env, **kwargs)
 
