@@ -44,6 +44,9 @@ _EMBEDDING = flags.DEFINE_enum("embedding_updates", "sparse", ["dense", "sparse"
                                "kbert's word-table update (the recipes' flag).")
 _PRECISION = flags.DEFINE_enum("precision", "float32", ["float32", "bfloat16"],
                                "Both sides' precision (see above).")
+_PARTS = flags.DEFINE_integer(
+    "batch_parts", 1, "kbert's batch parts run side by side, TensorFlow's intra-op pool at one "
+    "thread (the recipes' --cpu_batch_parts).")
 _SIDE = flags.DEFINE_enum("side", None, ["kbert", "torch"],
                           "Internal: run one side in this process.")
 
@@ -66,7 +69,7 @@ def _step_timer():
     return StepTimer()
 
 
-def kbert_fit(batch, width, precision, embedding_updates):
+def kbert_fit(batch, width, precision, embedding_updates, batch_parts=1):
     """kbert's classifier, compiled as the recipes compile it, and a dataset repeating one
     batch x width batch; the model has run WARMUP steps on it."""
     import keras
@@ -76,6 +79,9 @@ def kbert_fit(batch, width, precision, embedding_updates):
     import kbert
     from kbert.data import pipeline
     from kbert.tasks import optimization
+    from kbert.tasks import strategies
+
+    strategies.one_intra_op_thread_for(batch_parts)
 
     keras.utils.set_random_seed(0)
     if precision == "bfloat16":
@@ -86,6 +92,7 @@ def kbert_fit(batch, width, precision, embedding_updates):
         optimizer=optimization.create_optimizer(
             1e-4, 10_000, 1_000, sparse_embedding_updates=embedding_updates == "sparse"),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.batch_parts = batch_parts
     rng = np.random.default_rng(0)
     features = {"token_ids": rng.integers(1000, VOCABULARY, (batch, width)).astype("int32"),
                 "segment_ids": np.zeros((batch, width), "int32"),
@@ -103,7 +110,7 @@ def kbert_fit(batch, width, precision, embedding_updates):
 
 
 def _kbert_seconds(batch, width, steps):
-    model, dataset = kbert_fit(batch, width, _PRECISION.value, _EMBEDDING.value)
+    model, dataset = kbert_fit(batch, width, _PRECISION.value, _EMBEDDING.value, _PARTS.value)
     timer = _step_timer()
     model.fit(dataset, steps_per_epoch=steps, verbose=0, callbacks=[timer])
     return timer.seconds / steps
@@ -152,7 +159,7 @@ def _child(side, batch, width):
     command = [sys.executable, "-m", "bench.step_vs_torch", f"--side={side}",
                f"--shapes={batch}x{width}", f"--steps={_STEPS.value}",
                f"--threads={_THREADS.value}", f"--embedding_updates={_EMBEDDING.value}",
-               f"--precision={_PRECISION.value}"]
+               f"--precision={_PRECISION.value}", f"--batch_parts={_PARTS.value}"]
     return runs.child_result(command, cwd=runs.ROOT, env=runs.child_env())["seconds"]
 
 
@@ -164,8 +171,8 @@ def main(argv):
         seconds = {"kbert": _kbert_seconds, "torch": _torch_seconds}[_SIDE.value]
         print(json.dumps({"seconds": seconds(*shapes[0], _STEPS.value)}))
         return
-    print(f"precision: {_PRECISION.value}; kbert word rows: {_EMBEDDING.value}; PyTorch "
-          f"threads: {_THREADS.value}")
+    print(f"precision: {_PRECISION.value}; kbert word rows: {_EMBEDDING.value}, batch parts: "
+          f"{_PARTS.value}; PyTorch threads: {_THREADS.value}")
     print("| batch x width | kbert ms/step | PyTorch ms/step | PyTorch / kbert |")
     print("|---|---:|---:|---:|")
     for batch, width in shapes:

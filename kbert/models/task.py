@@ -1,5 +1,7 @@
 """BertTask: what every kbert head on a `BertEncoder` shares, as keras-hub's `Task`."""
 
+import contextlib
+
 import keras
 import tensorflow as tf
 from keras.src import backend as keras_backend
@@ -22,9 +24,93 @@ class BertTask(keras.Model):
     `evaluate`) traces its step, so the step is traced once. The
     subclass's `from_google_checkpoint` declares its own arguments and calls
     `_from_google_checkpoint`; `from_preset` is the same by release name.
+
+    `batch_parts` (default 1) splits every batch of `fit`, `evaluate` and `predict` by rows
+    into that many parts, run through the model side by side and joined before the loss
+    and metrics, which see the whole batch as before: the same step, its independent halves
+    free to run on two cores at once. On a 2-core CPU TensorFlow's matmuls at fine-tuning
+    sizes barely use the second core, so with its intra-op pool at one thread
+    (`tf.config.threading.set_intra_op_parallelism_threads(1)` before the first op, as the
+    recipes' `cpu_batch_parts` does) two parts keep both cores on the matmuls (BENCHMARKS.md,
+    "Two halves of each batch at once"). It is skipped under XLA (`jit_compile`) and with
+    several replicas, where it would gain nothing.
     """
 
     CONFIG_KEYS = ()  # constructor arguments, besides encoder and dtype, saved in the config
+
+    _batch_parts = 1  # the setting (`batch_parts`)
+    _parts_now = 1  # while a step is traced: the parts its call of the model splits into
+
+    @property
+    def batch_parts(self):
+        """int. Parts each batch of `fit`, `evaluate` and `predict` runs as (see above)."""
+        return self._batch_parts
+
+    @batch_parts.setter
+    def batch_parts(self, parts):
+        if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+            raise ValueError(f"batch_parts must be a whole number >= 1, got {parts!r}")
+        if parts != self._batch_parts:
+            self._batch_parts = parts
+            # The step functions Keras made are traced for the old setting: make them again.
+            self.train_function = self.test_function = self.predict_function = None
+
+    def train_step(self, data):
+        with self._split_calls():
+            return super().train_step(data)
+
+    def test_step(self, data):
+        with self._split_calls():
+            return super().test_step(data)
+
+    def predict_step(self, data):
+        with self._split_calls():
+            return super().predict_step(data)
+
+    @contextlib.contextmanager
+    def _split_calls(self):
+        """While a step is traced, its call of the model splits the batch (`batch_parts`)."""
+        if (self._batch_parts > 1 and not self.jit_compile
+                and self.distribute_strategy.num_replicas_in_sync == 1):
+            self._parts_now = self._batch_parts
+        try:
+            yield
+        finally:
+            self._parts_now = 1
+
+    def __call__(self, inputs, *args, **kwargs):
+        parts = self._parts_now
+        if parts == 1:
+            return super().__call__(inputs, *args, **kwargs)
+        self._parts_now = 1  # the parts' own calls go straight to the model
+        try:
+            return self._call_in_parts(inputs, parts, *args, **kwargs)
+        finally:
+            self._parts_now = parts
+
+    def _call_in_parts(self, inputs, parts, *args, **kwargs):
+        """The model's outputs on `inputs`, computed as `parts` row blocks side by side.
+
+        By hand: neither Keras nor TensorFlow runs one batch as concurrent parts on one
+        device. In a traced step the parts go through one `tf.function` (traced once, called
+        per part), so the step's graph and its tracing time grow by a call, not by a copy of
+        the model (MiniLM's first `fit` step: 5.5 s against 5.9-6.2 s with a copy per part,
+        and 3.9-4.0 s unsplit; BENCHMARKS.md). A part may be empty
+        (a batch of fewer rows than parts): the model takes 0 rows.
+        """
+        flat = tf.nest.flatten(inputs)
+        rows = tf.shape(flat[0])[0]
+        sizes = tf.stack([(rows + parts - 1 - i) // parts for i in range(parts)])
+        pieces = [tf.split(tensor, sizes, num=parts) for tensor in flat]
+
+        def call(part):
+            return super(BertTask, self).__call__(part, *args, **kwargs)
+
+        if tf.inside_function():  # a traced step; eagerly (`run_eagerly`) each part just runs
+            call = tf.function(call, autograph=False)
+        outputs = [call(tf.nest.pack_sequence_as(inputs, [piece[i] for piece in pieces]))
+                   for i in range(parts)]
+        return tf.nest.map_structure(lambda *blocks: tf.concat(blocks, axis=0), *outputs)
 
     @property
     def bert_config(self):

@@ -92,6 +92,11 @@ class RunConfig:
     jit_compile: bool = option(
         False, "XLA-compile the train step. It pays with fixed shapes (pretraining); "
         "fine-tuning batches come in many widths and XLA compiles each one.")
+    cpu_batch_parts: int = option(
+        1, "On the CPU: run each batch as this many row blocks side by side, TensorFlow's "
+        "intra-op pool at one thread (the same step and results). 2 on a 2-core CPU: SST-2 "
+        "fine-tuning 1.10-1.14x faster on an Intel Sapphire Rapids VM (BENCHMARKS.md), not "
+        "yet measured on other CPUs. 1: off.", valid=ranges.at_least(1))
     steps_per_execution: int = option(
         1, "Train steps per graph call: the same results, less per-step dispatch; callbacks "
         "see every N steps.", valid=ranges.at_least(1))
@@ -104,6 +109,9 @@ class RunConfig:
         if not self.output_dir:
             raise ValueError("output_dir is required")
         _check(self)
+        if self.cpu_batch_parts > 1 and self.distribution_strategy != "one_device":
+            raise ValueError("cpu_batch_parts splits batches on one CPU (distribution_strategy"
+                             f"='one_device'), got {self.distribution_strategy!r}")
 
 
 @options.documented

@@ -237,6 +237,7 @@ def run_pretraining(config: PretrainingConfig) -> dict:
         dict with "train" (steps, seconds, examples per second, last metrics), "checkpoint"
         (the Google checkpoint prefix) and, with an eval input, "eval".
     """
+    strategies.one_intra_op_thread_for(config.cpu_batch_parts)  # before the checks' first op
     source = open_init(config)
     check_inputs(config, source)
     with strategies.run_scope(config) as (strategy, out):
@@ -306,6 +307,7 @@ def _run_pretraining(config, strategy, out, source):
         out, manifest, overwrite_output_dir=config.overwrite_output_dir, owned=_RUN_FILES,
         progress=(artifacts.BACKUP_DIR,), inputs=inputs, exclusive=True)
     model, vocab_file = build_pretrainer(config, source)
+    model.batch_parts = config.cpu_batch_parts
     optimizer = optimization.create_optimizer(
         config.learning_rate, config.num_train_steps, config.num_warmup_steps)
     compile_pretrainer(model, optimizer, jit_compile=config.jit_compile,

@@ -36,6 +36,7 @@ from kbert.tasks import configs
 from kbert.tasks import precision
 
 STRATEGIES = configs.STRATEGIES
+INTRA_OP_THREADS_VARIABLE = "TF_NUM_INTRAOP_THREADS"
 
 
 def check(distribution_strategy):
@@ -74,11 +75,35 @@ def run_scope(config):
     its output dir (`kbert.artifacts.locked`: a second run into it is refused at once) and its
     mixed-precision policy. Yields (strategy, this worker's output dir: `worker_output_dir`).
     """
+    one_intra_op_thread_for(config.cpu_batch_parts)
     strategy = make_strategy(config.distribution_strategy, config.tpu)
     output_dir = worker_output_dir(config.output_dir, strategy)
     with artifacts.locked(output_dir), precision.mixed_precision_scope(
             config.mixed_precision), strategy.scope():
         yield strategy, output_dir
+
+
+def one_intra_op_thread_for(batch_parts):
+    """With `batch_parts` > 1 (`RunConfig.cpu_batch_parts`): TensorFlow's intra-op pool at
+    one thread, so that each part's ops keep to one core and the parts run side by side
+    (`kbert.models.task.BertTask`: two parts each asking the 2-thread pool for both threads
+    ran no faster than one batch). Raises ValueError on a machine with a GPU, RuntimeError
+    where TensorFlow has already started with another intra-op setting.
+    """
+    if batch_parts == 1:
+        return
+    if tf.config.list_physical_devices("GPU"):
+        raise ValueError("cpu_batch_parts is for training on the CPU and this machine has a "
+                         "GPU: leave it at 1")
+    if os.environ.get(INTRA_OP_THREADS_VARIABLE) == "1":  # TensorFlow read it at its start
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+    except RuntimeError as e:
+        raise RuntimeError(
+            "cpu_batch_parts needs TensorFlow's intra-op pool at one thread, which can only "
+            "be set before TensorFlow runs its first op: run the recipe first in the process, "
+            f"or set {INTRA_OP_THREADS_VARIABLE}=1 in its environment") from e
 
 
 # One strategy of each kind per process: a second MirroredStrategy's collective ops can clash

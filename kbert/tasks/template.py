@@ -153,6 +153,7 @@ def _run(recipe, output_dir):
     if config.do_train:
         run_manifest.begin_training(config, run_manifest.manifest_for(config, source, files))
     model = recipe.build_model(source, data)
+    model.batch_parts = config.cpu_batch_parts
     os.makedirs(output_dir, exist_ok=True)
     results, reused = {}, None
     if config.do_train:
@@ -184,6 +185,7 @@ def _train(recipe, model, data, output_dir):
     scorer = recipe.dev_scorer(model, data)
     dev_scores = epoch_callbacks.DevScores(scorer[1], scorer[0]) if scorer else None
     trained = training.model or model
+    trained.batch_parts = model.batch_parts
     stats = fine_tuning.fit_and_record(
         trained, training.dataset, training.steps_per_epoch, config, dev_scores=dev_scores,
         stats=training.stats, compile_kwargs=training.compile_kwargs, parts=training.parts,

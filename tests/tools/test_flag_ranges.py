@@ -46,6 +46,7 @@ SHARED = [
     ("layerwise_lr_decay=1.2", "layerwise_lr_decay must be in (0, 1]"),
     ("steps_per_execution=0", "steps_per_execution must be >= 1"),
     ("log_every_n_steps=-1", "log_every_n_steps must be >= 0"),
+    ("cpu_batch_parts=0", "cpu_batch_parts must be >= 1"),
 ]
 ROWS = [(tool, arg, fragment) for tool in FINE_TUNING_TOOLS for arg, fragment in SHARED] + [
     ("run_classifier.py", "max_train_examples=0", "max_train_examples must be >= 1"),
@@ -82,6 +83,7 @@ ROWS = [(tool, arg, fragment) for tool in FINE_TUNING_TOOLS for arg, fragment in
     ("run_pretraining.py", "seed=-1", "seed must be in [0, 4294967295]"),
     ("run_pretraining.py", "steps_per_execution=0", "steps_per_execution must be >= 1"),
     ("run_pretraining.py", "log_every_n_steps=-1", "log_every_n_steps must be >= 0"),
+    ("run_pretraining.py", "cpu_batch_parts=0", "cpu_batch_parts must be >= 1"),
     ("create_pretraining_data.py", "max_seq_length=4", "max_seq_length must be in [5, 8192]"),
     ("create_pretraining_data.py", "max_seq_length=100000000",
      "max_seq_length must be in [5, 8192]"),
