@@ -94,7 +94,8 @@ class RunConfig:
         "fine-tuning batches come in many widths and XLA compiles each one.")
     cpu_batch_parts: int = option(
         1, "On the CPU: run each batch as this many row blocks side by side, TensorFlow's "
-        "intra-op pool at one thread (the same step and results). 2 on a 2-core CPU: SST-2 "
+        "intra-op pool at one thread (the same step: the loss, metrics and update are the whole "
+        "batch's; the dropout draws differ). 2 on a 2-core CPU: SST-2 "
         "fine-tuning 1.10-1.14x faster on an Intel Sapphire Rapids VM (BENCHMARKS.md), not "
         "yet measured on other CPUs. 1: off.", valid=ranges.at_least(1))
     steps_per_execution: int = option(

@@ -93,3 +93,17 @@ def test_a_resumed_tagger_equals_the_uninterrupted_one(tiny_google_dir, tmp_path
                                                                  dropout=0.3),
         (label_ids, weights), tmp_path, monkeypatch)
 
+
+
+def test_a_resumed_run_in_batch_parts_equals_the_uninterrupted_one(tiny_google_dir, tmp_path,
+                                                                   monkeypatch):
+    """Two row blocks a batch (`BertTask.batch_parts`): each dropout layer draws twice a
+    step, and a restart continues its draws where the backup left them."""
+    labels = np.random.default_rng(1).integers(0, 2, size=22)
+
+    def make_model():
+        model = kbert.BertClassifier.from_google_checkpoint(tiny_google_dir, 2, dropout=0.3)
+        model.batch_parts = 2
+        return model
+
+    assert_resume_is_exact(make_model, labels, tmp_path, monkeypatch)
