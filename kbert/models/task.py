@@ -32,8 +32,8 @@ class BertTask(keras.Model):
     sizes barely use the second core, so with its intra-op pool at one thread
     (`tf.config.threading.set_intra_op_parallelism_threads(1)` before the first op, as the
     recipes' `cpu_batch_parts` does) two parts keep both cores on the matmuls (BENCHMARKS.md,
-    "Two halves of each batch at once"). It is skipped under XLA (`jit_compile`) and with
-    several replicas, where it would gain nothing.
+    "Two halves of each batch at once"). It is skipped under XLA (`jit_compile`, where the
+    whole step is one compiled program) and with several replicas (not measured there).
     """
 
     CONFIG_KEYS = ()  # constructor arguments, besides encoder and dtype, saved in the config
