@@ -96,7 +96,8 @@ class RunConfig:
         1, "On the CPU: run each batch as this many row blocks side by side, TensorFlow's "
         "intra-op pool at one thread (the same step: the loss, metrics and update are the whole "
         "batch's; the dropout draws differ). 2 on a 2-core CPU: SST-2 "
-        "fine-tuning 1.10-1.14x faster on an Intel Sapphire Rapids VM (BENCHMARKS.md), not "
+        "fine-tuning 1.10-1.14x faster in float32 and bfloat16 on an Intel Sapphire Rapids VM "
+        "(AVX-512, AMX; BENCHMARKS.md), not "
         "yet measured on other CPUs. 1: off.", valid=ranges.at_least(1))
     steps_per_execution: int = option(
         1, "Train steps per graph call: the same results, less per-step dispatch; callbacks "

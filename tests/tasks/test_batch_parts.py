@@ -1,7 +1,6 @@
 """`cpu_batch_parts`: the recipes' batches as row blocks side by side on a CPU, TensorFlow's
 intra-op pool at one thread."""
 
-import os
 import pathlib
 from unittest import mock
 
@@ -10,8 +9,8 @@ import pytest
 from kbert.models.task import BertTask
 from kbert.tasks import glue
 from kbert.tasks import strategies
+from tests.tasks.test_distribution import glue_settings
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 SETTER = "tensorflow.config.threading.set_intra_op_parallelism_threads"
 
 
@@ -54,12 +53,6 @@ def test_a_gpu_is_refused(intra_op_setter):
     intra_op_setter.assert_not_called()
 
 
-def _settings(google_dir, output_dir, **kwargs):
-    return dict(task_name="MRPC", init_checkpoint=str(google_dir), max_seq_length=16,
-                eval_batch_size=3, output_dir=str(output_dir),
-                data_dir=os.path.join(ROOT, "tests", "fixtures", "glue", "MRPC"), **kwargs)
-
-
 @pytest.mark.parametrize("wrong, message", [
     (dict(cpu_batch_parts=0), "cpu_batch_parts must be >= 1, got 0"),
     (dict(cpu_batch_parts=2, distribution_strategy="mirrored"),
@@ -67,7 +60,8 @@ def _settings(google_dir, output_dir, **kwargs):
 ])
 def test_the_config_checks_the_setting(tmp_path, wrong, message):
     with pytest.raises(ValueError, match=message):
-        glue.GlueConfig(do_eval=True, **_settings(tmp_path, tmp_path / "out", **wrong))
+        glue.GlueConfig(output_dir=str(tmp_path / "out"), do_eval=True, **wrong,
+                        **glue_settings(tmp_path))
 
 
 def _cells(text):
@@ -95,9 +89,9 @@ def test_the_recipe_runs_its_batches_in_parts(tiny_google_dir, tmp_path, monkeyp
         return call_in_parts(self, inputs, parts, *args, **kwargs)
 
     def scored(parts):
-        run = glue.run_glue(glue.GlueConfig(**_settings(
-            tiny_google_dir, tmp_path / f"eval_{parts}", do_eval=True, do_predict=True,
-            allow_untrained_head=True, cpu_batch_parts=parts)))
+        run = glue.run_glue(glue.GlueConfig(
+            output_dir=str(tmp_path / f"eval_{parts}"), do_eval=True, do_predict=True,
+            cpu_batch_parts=parts, **glue_settings(tiny_google_dir)))
         return run["eval"]["dev"], pathlib.Path(run["predict"]["MRPC"]).read_text("utf-8")
 
     with mock.patch.object(BertTask, "_call_in_parts", spy):
@@ -110,7 +104,8 @@ def test_the_recipe_runs_its_batches_in_parts(tiny_google_dir, tmp_path, monkeyp
         for key, value in whole[0].items():
             assert split[0][key] == pytest.approx(value, rel=1e-5), key
         split_calls.clear()
-        glue.run_glue(glue.GlueConfig(**_settings(
-            tiny_google_dir, tmp_path / "train", do_train=True, train_batch_size=4,
-            num_train_epochs=1, max_train_examples=8, cpu_batch_parts=2)))
+        glue.run_glue(glue.GlueConfig(
+            output_dir=str(tmp_path / "train"), do_train=True, train_batch_size=4,
+            num_train_epochs=1, max_train_examples=8, cpu_batch_parts=2,
+            **glue_settings(tiny_google_dir)))
     assert (2, True) in split_calls
