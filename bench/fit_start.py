@@ -7,13 +7,20 @@ tracing included, of a MiniLM-shaped `BertClassifier` (random weights, `metrics=
 BERT's AdamW), each side in a fresh process, alternating, and counts the traces of the train
 step:
 
-  kbert            `BertTask.fit`: optimizer, loss and metrics built before the first trace
+  kbert            `BertTask.fit`: optimizer, loss and metrics built before the first trace,
+                   its graphs optimised in one Grappler pass (`kbert.graph_passes`)
+  two_passes       `BertTask.fit` with TensorFlow's two Grappler passes (kbert before
+                   2026-12-01)
   optimizer_only   the optimizer built first, then `keras.Model.fit` (kbert before 2026-11-28)
   keras            `keras.Model.fit` alone: everything built inside the first trace
+
+--batch_parts sets the model's `batch_parts` (and TensorFlow's intra-op pool to one thread,
+as the recipes' --cpu_batch_parts does) on every side.
 
   python -m bench.fit_start --rounds=3
 """
 
+import contextlib
 import json
 import statistics
 import sys
@@ -28,8 +35,12 @@ _ROUNDS = flags.DEFINE_integer("rounds", 3, "Fresh processes per side.")
 _STEPS = flags.DEFINE_integer("steps", 3, "Steps of the timed fit.")
 _SEQ = flags.DEFINE_integer("seq_length", 64, "Tokens per example.")
 _BATCH = flags.DEFINE_integer("batch_size", 32, "Examples per step.")
-_SIDE = flags.DEFINE_enum("side", None, ["kbert", "optimizer_only", "keras"],
-                          "Internal: time one side here.")
+SIDES = ["kbert", "two_passes", "optimizer_only", "keras"]
+_SIDES = flags.DEFINE_list("sides", SIDES, "Sides to time, in this order each round.")
+flags.register_validator(_SIDES, lambda names: set(names) <= set(SIDES),
+                         message=f"--sides: expected names from {', '.join(SIDES)}")
+_PARTS = flags.DEFINE_integer("batch_parts", 1, "The model's batch parts (see above).")
+_SIDE = flags.DEFINE_enum("side", None, SIDES, "Internal: time one side here.")
 _OUTPUT = flags.DEFINE_string("output", None, "Write results as JSON here.")
 
 
@@ -40,7 +51,12 @@ def time_one_side(side):
     from keras.src.backend.tensorflow import trainer
 
     import kbert
+    from kbert import graph_passes
+    from kbert.tasks import strategies
 
+    strategies.one_intra_op_thread_for(_PARTS.value)
+    if side == "two_passes":
+        graph_passes.one_optimizer_pass = contextlib.nullcontext
     traces = []
     train_step = trainer.TensorFlowTrainer.train_step
     trainer.TensorFlowTrainer.train_step = lambda self, data: (
@@ -50,6 +66,7 @@ def time_one_side(side):
                                 hidden_dim=384, intermediate_dim=1536,
                                 max_sequence_length=512)
     model = kbert.BertClassifier(encoder, 2)
+    model.batch_parts = _PARTS.value
     model.compile(optimizer=kbert.create_optimizer(1e-4, 100, 10),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
@@ -60,7 +77,7 @@ def time_one_side(side):
     dataset = tf.data.Dataset.from_tensors((inputs, np.zeros(_BATCH.value, "int32")))
     dataset = dataset.repeat(_STEPS.value)
     start = time.perf_counter()
-    if side == "kbert":
+    if side in ("kbert", "two_passes"):
         model.fit(dataset, epochs=1, verbose=0)
     else:
         if side == "optimizer_only":
@@ -75,19 +92,20 @@ def main(argv):
     if _SIDE.value:
         print(json.dumps(time_one_side(_SIDE.value)))  # the last line: runs.child_result
         return
-    results = {"kbert": [], "optimizer_only": [], "keras": []}
+    results = {side: [] for side in _SIDES.value}
     for _ in range(_ROUNDS.value):
         for side in results:
             results[side].append(runs.child_result(
                 [sys.executable, "-m", "bench.fit_start", f"--side={side}",
                  f"--steps={_STEPS.value}", f"--seq_length={_SEQ.value}",
-                 f"--batch_size={_BATCH.value}"]))
+                 f"--batch_size={_BATCH.value}", f"--batch_parts={_PARTS.value}"]))
     summary = {side: {"median_seconds": round(statistics.median(r["seconds"] for r in rows), 2),
                       "seconds": [round(r["seconds"], 2) for r in rows],
                       "train_step_traces": rows[0]["train_step_traces"]}
                for side, rows in results.items()}
     summary["settings"] = {"steps": _STEPS.value, "batch_size": _BATCH.value,
-                           "seq_length": _SEQ.value, "shape": "MiniLM (6 x 384)"}
+                           "seq_length": _SEQ.value, "batch_parts": _PARTS.value,
+                           "shape": "MiniLM (6 x 384)"}
     runs.report(summary, _OUTPUT.value, indent=2)
 
 

@@ -29,7 +29,8 @@ _PROFILED_STEPS = flags.DEFINE_integer("profiled_steps", 30, "Steps sampled afte
 _FREQUENCY = flags.DEFINE_integer("frequency", 999, "perf samples per second.")
 _TOP = flags.DEFINE_integer("top", 12, "Symbols listed after the table.")
 _OUTPUT = flags.DEFINE_string("output", None, "Also write the shares as JSON here.")
-# --precision and --embedding_updates are step_vs_torch's flags (its others do not apply).
+# --precision, --embedding_updates and --batch_parts are step_vs_torch's flags (its others do
+# not apply).
 
 # (kind, test on (shared object, symbol)), first match wins.
 KINDS = [
@@ -90,7 +91,8 @@ def main(argv):
     batch, width = runs.batch_by_width(_SHAPE.value, "shape")
     precision = step_vs_torch._PRECISION.value
     model, dataset = step_vs_torch.kbert_fit(batch, width, precision,
-                                             step_vs_torch._EMBEDDING.value)
+                                             step_vs_torch._EMBEDDING.value,
+                                             step_vs_torch._PARTS.value)
     with tempfile.TemporaryDirectory() as scratch:
         perf_data = os.path.join(scratch, "perf.data")
         perf = subprocess.Popen(

@@ -7,6 +7,8 @@ import tensorflow as tf
 from keras.src import backend as keras_backend
 
 from kbert import checkpoints
+from kbert import graph_passes
+from kbert.models import shared_reads
 from kbert.models.encoder import BertEncoder
 
 DEFAULT_LEARNING_RATE = 5e-5  # compile's "auto" Adam: run_classifier.py's --learning_rate default
@@ -21,9 +23,10 @@ class BertTask(keras.Model):
     base saves and restores the encoder and those arguments (`get_config`, `from_config`),
     gives `compile` its "auto" defaults (the subclass supplies `default_loss` and
     `default_metrics`), and builds the optimizer, loss and metrics before `fit` (or
-    `evaluate`) traces its step, so the step is traced once. The
-    subclass's `from_google_checkpoint` declares its own arguments and calls
-    `_from_google_checkpoint`; `from_preset` is the same by release name.
+    `evaluate`) traces its step, so the step is traced once; `fit`, `evaluate` and
+    `predict` have their new graphs optimised in one Grappler pass instead of TensorFlow's
+    two (`kbert.graph_passes`). The subclass's `from_google_checkpoint` declares its own
+    arguments and calls `_from_google_checkpoint`; `from_preset` is the same by release name.
 
     `batch_parts` (default 1) splits every batch of `fit`, `evaluate` and `predict` by rows
     into that many parts, run through the model side by side and joined before the loss
@@ -108,8 +111,9 @@ class BertTask(keras.Model):
 
         if tf.inside_function():  # a traced step; eagerly (`run_eagerly`) each part just runs
             call = tf.function(call, autograph=False)
-        outputs = [call(tf.nest.pack_sequence_as(inputs, [piece[i] for piece in pieces]))
-                   for i in range(parts)]
+        with shared_reads.one_read_per_weight():  # under mixed precision: one cast per weight
+            outputs = [call(tf.nest.pack_sequence_as(inputs, [piece[i] for piece in pieces]))
+                       for i in range(parts)]
         return tf.nest.map_structure(lambda *blocks: tf.concat(blocks, axis=0), *outputs)
 
     @property
@@ -162,11 +166,17 @@ class BertTask(keras.Model):
             with self.distribute_strategy.scope():
                 self.optimizer.build(self.trainable_variables)
         self._build_compiled_state(x)
-        return super().fit(x, *args, **kwargs)
+        with graph_passes.one_optimizer_pass():
+            return super().fit(x, *args, **kwargs)
 
     def evaluate(self, x=None, *args, **kwargs):
         self._build_compiled_state(x)  # as in `fit`: one trace of the test step, not two
-        return super().evaluate(x, *args, **kwargs)
+        with graph_passes.one_optimizer_pass():
+            return super().evaluate(x, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        with graph_passes.one_optimizer_pass():
+            return super().predict(x, *args, **kwargs)
 
     def _build_compiled_state(self, x):
         """Builds the compiled loss and metrics from a dataset's element spec before the

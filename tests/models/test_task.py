@@ -158,6 +158,45 @@ def test_fit_and_evaluate_build_string_metrics_before_tracing_once(tiny_encoder)
     assert set(scores) == {"loss", "accuracy"} and "accuracy" in history.history
 
 
+def test_fit_evaluate_and_predict_trace_their_steps_for_one_grappler_pass(tiny_encoder):
+    """Each step is traced, and its graph first run, with this thread's function-call options
+    asking Grappler for one pass (`kbert.graph_passes`); TensorFlow's default after."""
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.core.protobuf import rewriter_config_pb2
+    from tensorflow.python.eager import context
+
+    def iterations():
+        options = context.context().function_call_options
+        config = config_pb2.ConfigProto.FromString(options.config_proto_serialized)
+        return config.graph_options.rewrite_options.meta_optimizer_iterations
+
+    model = BertClassifier(tiny_encoder, 2)
+    model.compile(optimizer=kbert.create_optimizer(1e-3, 10, 1))
+    seen = {}
+
+    def recording(name):
+        step = getattr(model, name)
+
+        def recorded(data):
+            seen[name] = iterations()
+            return step(data)
+
+        return recorded
+
+    for name in ("train_step", "test_step", "predict_step"):
+        setattr(model, name, recording(name))
+    rng = np.random.default_rng(0)
+    x = {"token_ids": rng.integers(1, 31, (4, 7)).astype("int32"),
+         "segment_ids": np.zeros((4, 7), "int32"), "padding_mask": np.ones((4, 7), "int32")}
+    y = rng.integers(0, 2, 4)
+    model.fit(x, y, batch_size=2, verbose=0)
+    model.evaluate(x, y, batch_size=2, verbose=0)
+    model.predict(x, batch_size=2, verbose=0)
+    one = rewriter_config_pb2.RewriterConfig.ONE
+    assert seen == {"train_step": one, "test_step": one, "predict_step": one}
+    assert iterations() == rewriter_config_pb2.RewriterConfig.DEFAULT_NUM_ITERS
+
+
 @pytest.mark.parametrize("strategy", [None, "mirrored"])
 def test_the_loss_and_metrics_are_built_from_the_graph_not_a_trace_of_the_model(
         tiny_config, strategy):

@@ -1,0 +1,43 @@
+"""One pass of TensorFlow's graph optimiser (Grappler) over the functions kbert's models trace.
+
+By hand because TensorFlow 2 has no public setting for it: Grappler runs its optimisers over
+each new function graph twice by default (`RewriterConfig.meta_optimizer_iterations`), and
+the eager context's per-thread function-call options are the only place to ask for one
+pass. On a MiniLM classifier's training step the second pass removes ~100 of ~4,000 nodes
+(identities and duplicates) and fuses nothing, yet it is ~0.3 s of the first `fit` step on
+two CPU cores, ~0.6 s with two batch parts; the step runs no slower (BENCHMARKS.md, "One
+pass of Grappler").
+"""
+
+import contextlib
+
+from tensorflow.core.protobuf import config_pb2
+from tensorflow.core.protobuf import rewriter_config_pb2
+from tensorflow.python.eager import context
+
+_ITERATIONS = rewriter_config_pb2.RewriterConfig
+
+
+@contextlib.contextmanager
+def one_optimizer_pass():
+    """Functions first called in this thread inside the block are optimised in one pass.
+
+    A count already chosen (here or by the caller's own function-call options) is kept, so
+    the blocks nest. Options that TensorFlow rebuilds inside the block (a change of its
+    optimizer or threading config) are left as rebuilt.
+    """
+    eager = context.context()
+    saved = eager.function_call_options
+    config = config_pb2.ConfigProto.FromString(saved.config_proto_serialized)
+    rewrite = config.graph_options.rewrite_options
+    if rewrite.meta_optimizer_iterations != _ITERATIONS.DEFAULT_NUM_ITERS:
+        yield
+        return
+    rewrite.meta_optimizer_iterations = _ITERATIONS.ONE
+    ours = context.FunctionCallOptions(executor_type=saved.executor_type, config_proto=config)
+    eager.function_call_options = ours
+    try:
+        yield
+    finally:
+        if eager.function_call_options is ours:
+            eager.function_call_options = saved
