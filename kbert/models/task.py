@@ -1,12 +1,14 @@
 """BertTask: what every kbert head on a `BertEncoder` shares, as keras-hub's `Task`."""
 
 import contextlib
+import functools
 
 import keras
 import tensorflow as tf
 from keras.src import backend as keras_backend
 
 from kbert import checkpoints
+from kbert import cpu_features
 from kbert import graph_passes
 from kbert.models import shared_reads
 from kbert.models.encoder import BertEncoder
@@ -23,9 +25,9 @@ class BertTask(keras.Model):
     base saves and restores the encoder and those arguments (`get_config`, `from_config`),
     gives `compile` its "auto" defaults (the subclass supplies `default_loss` and
     `default_metrics`), and builds the optimizer, loss and metrics before `fit` (or
-    `evaluate`) traces its step, so the step is traced once; `fit`, `evaluate` and
-    `predict` have their new graphs optimised in one Grappler pass instead of TensorFlow's
-    two (`kbert.graph_passes`). The subclass's `from_google_checkpoint` declares its own
+    `evaluate`) traces its step, so the step is traced once; on the CPU the train step's
+    graph is optimised in one Grappler pass instead of TensorFlow's two
+    (`kbert.graph_passes`). The subclass's `from_google_checkpoint` declares its own
     arguments and calls `_from_google_checkpoint`; `from_preset` is the same by release name.
 
     `batch_parts` (default 1) splits every batch of `fit`, `evaluate` and `predict` by rows
@@ -166,17 +168,29 @@ class BertTask(keras.Model):
             with self.distribute_strategy.scope():
                 self.optimizer.build(self.trainable_variables)
         self._build_compiled_state(x)
-        with graph_passes.one_optimizer_pass():
-            return super().fit(x, *args, **kwargs)
+        return super().fit(x, *args, **kwargs)
 
     def evaluate(self, x=None, *args, **kwargs):
         self._build_compiled_state(x)  # as in `fit`: one trace of the test step, not two
-        with graph_passes.one_optimizer_pass():
-            return super().evaluate(x, *args, **kwargs)
+        return super().evaluate(x, *args, **kwargs)
 
-    def predict(self, x, *args, **kwargs):
-        with graph_passes.one_optimizer_pass():
-            return super().predict(x, *args, **kwargs)
+    def make_train_function(self, force=False):
+        # On the CPU, the train step's graph is optimised in one Grappler pass
+        # (`kbert.graph_passes`). Not the test and predict steps: there the second pass fuses
+        # the feed-forward GELU into its matmul.
+        made = self.train_function
+        super().make_train_function(force)
+        function = self.train_function  # (Keras returns it only when it was made before)
+        if function is made or not cpu_features.runs_on_cpu():
+            return function
+
+        @functools.wraps(function)
+        def train_function(iterator):
+            with graph_passes.one_optimizer_pass():
+                return function(iterator)
+
+        self.train_function = train_function
+        return train_function
 
     def _build_compiled_state(self, x):
         """Builds the compiled loss and metrics from a dataset's element spec before the
