@@ -3,7 +3,7 @@
 By hand because TensorFlow 2 has no public setting for it: Grappler runs its optimisers over
 each new function graph twice by default (`RewriterConfig.meta_optimizer_iterations`), and
 the eager context's per-thread function-call options are the only place to ask for one
-pass. On a MiniLM classifier's training step the second pass only removes ~100 of ~2,300
+pass. On a MiniLM classifier's training step the second pass only removes ~70 of ~2,300
 nodes (identities and duplicates; it fuses and folds nothing), yet it is ~0.15 s of the
 first `fit` on two CPU cores, ~0.45 s with two batch parts; the step runs no slower
 (BENCHMARKS.md, "One Grappler pass for the train step"). Inference graphs keep both passes:
