@@ -8,9 +8,9 @@ BERT's AdamW), each side in a fresh process, alternating, and counts the traces 
 step:
 
   kbert            `BertTask.fit`: optimizer, loss and metrics built before the first trace,
-                   its graphs optimised in one Grappler pass (`kbert.graph_passes`)
+                   the train step optimised in one Grappler pass (`kbert.graph_passes`)
   two_passes       `BertTask.fit` with TensorFlow's two Grappler passes (kbert before
-                   2026-12-01)
+                   811632a, 2026-11-30)
   optimizer_only   the optimizer built first, then `keras.Model.fit` (kbert before 2026-11-28)
   keras            `keras.Model.fit` alone: everything built inside the first trace
 
