@@ -20,13 +20,6 @@ def mixed_bfloat16():
     keras.config.set_dtype_policy("float32")
 
 
-def _reads_of(graph, variable):
-    """ReadVariableOps in `graph` of `variable`'s handle, as captured by that graph."""
-    handle = graph.capture(variable.handle) if variable.handle.graph is not graph else None
-    return [op for op in graph.get_operations()
-            if op.type == "ReadVariableOp" and op.inputs[0] is handle]
-
-
 @pytest.mark.parametrize("shared", [True, False])
 def test_two_calls_in_a_step_share_one_read_of_a_trainable_float_weight(shared):
     weight = keras.Variable(np.ones((2, 2), "float32"), trainable=True)
@@ -44,6 +37,7 @@ def test_two_calls_in_a_step_share_one_read_of_a_trainable_float_weight(shared):
             return [part(x)[0] for _ in range(2)]
 
     graph = step.get_concrete_function(tf.TensorSpec([3, 2], tf.bfloat16)).graph
+    # The part's trace made inside the step (the same signature: tf.function's cache).
     inner = part.get_concrete_function(tf.TensorSpec([3, 2], tf.bfloat16)).graph
     step_reads = [op for op in graph.get_operations() if op.type == "ReadVariableOp"]
     part_reads = sorted(op.outputs[0].dtype.name for op in inner.get_operations()
