@@ -8,7 +8,7 @@ from kbert import graph_passes
 ITERATIONS = rewriter_config_pb2.RewriterConfig
 
 
-def _iterations():
+def grappler_iterations():
     """The Grappler pass count that this thread's next new function graph is optimised with."""
     options = context.context().function_call_options
     config = config_pb2.ConfigProto.FromString(options.config_proto_serialized)
@@ -16,13 +16,13 @@ def _iterations():
 
 
 def test_one_pass_inside_the_block_and_tensorflows_default_after():
-    assert _iterations() == ITERATIONS.DEFAULT_NUM_ITERS
+    assert grappler_iterations() == ITERATIONS.DEFAULT_NUM_ITERS
     with graph_passes.one_optimizer_pass():
-        assert _iterations() == ITERATIONS.ONE
+        assert grappler_iterations() == ITERATIONS.ONE
         with graph_passes.one_optimizer_pass():  # nested: the outer block's setting holds
-            assert _iterations() == ITERATIONS.ONE
-        assert _iterations() == ITERATIONS.ONE
-    assert _iterations() == ITERATIONS.DEFAULT_NUM_ITERS
+            assert grappler_iterations() == ITERATIONS.ONE
+        assert grappler_iterations() == ITERATIONS.ONE
+    assert grappler_iterations() == ITERATIONS.DEFAULT_NUM_ITERS
 
 
 def test_a_count_the_caller_chose_is_kept():
@@ -33,8 +33,8 @@ def test_a_count_the_caller_chose_is_kept():
     eager.function_call_options = context.FunctionCallOptions(config_proto=config)
     try:
         with graph_passes.one_optimizer_pass():
-            assert _iterations() == ITERATIONS.TWO
-        assert _iterations() == ITERATIONS.TWO
+            assert grappler_iterations() == ITERATIONS.TWO
+        assert grappler_iterations() == ITERATIONS.TWO
     finally:
         eager.function_call_options = saved
 

@@ -163,14 +163,9 @@ def test_the_train_step_alone_is_traced_for_one_grappler_pass(tiny_encoder):
     function-call options asking Grappler for one pass (`kbert.graph_passes`); the test and
     predict steps, inside `fit` too, with TensorFlow's default (their second pass fuses the
     GELU into its matmul), as is everything after `fit`."""
-    from tensorflow.core.protobuf import config_pb2
     from tensorflow.core.protobuf import rewriter_config_pb2
-    from tensorflow.python.eager import context
 
-    def iterations():
-        options = context.context().function_call_options
-        config = config_pb2.ConfigProto.FromString(options.config_proto_serialized)
-        return config.graph_options.rewrite_options.meta_optimizer_iterations
+    from tests.test_graph_passes import grappler_iterations as iterations
 
     model = BertClassifier(tiny_encoder, 2)
     model.compile(optimizer=kbert.create_optimizer(1e-3, 10, 1))
