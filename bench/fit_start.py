@@ -8,7 +8,11 @@ BERT's AdamW), each side in a fresh process, alternating, and counts the traces 
 step:
 
   kbert            `BertTask.fit`: optimizer, loss and metrics built before the first trace,
-                   the train step optimised in one Grappler pass (`kbert.graph_passes`)
+                   the train step optimised in one Grappler pass without its layout and
+                   memory optimisers (`kbert.graph_passes`), the AdamW update's XLA programs
+                   compiled in a thread as the trace ends (`kbert.tasks.fused_adamw`)
+  one_pass         `BertTask.fit` with one Grappler pass of every optimiser, the update
+                   compiled when the step first runs (kbert before 2026-12-01)
   two_passes       `BertTask.fit` with TensorFlow's two Grappler passes (kbert before
                    811632a, 2026-11-30)
   optimizer_only   the optimizer built first, then `keras.Model.fit` (kbert before 2026-11-28)
@@ -35,7 +39,7 @@ _ROUNDS = flags.DEFINE_integer("rounds", 3, "Fresh processes per side.")
 _STEPS = flags.DEFINE_integer("steps", 3, "Steps of the timed fit.")
 _SEQ = flags.DEFINE_integer("seq_length", 64, "Tokens per example.")
 _BATCH = flags.DEFINE_integer("batch_size", 32, "Examples per step.")
-SIDES = ["kbert", "two_passes", "optimizer_only", "keras"]
+SIDES = ["kbert", "one_pass", "two_passes", "optimizer_only", "keras"]
 _SIDES = flags.DEFINE_list("sides", SIDES, "Sides to time, in this order each round.")
 flags.register_validator(_SIDES, lambda names: set(names) <= set(SIDES),
                          message=f"--sides: expected names from {', '.join(SIDES)}")
@@ -52,11 +56,17 @@ def time_one_side(side):
 
     import kbert
     from kbert import graph_passes
+    from kbert.tasks import fused_adamw
     from kbert.tasks import strategies
 
     strategies.one_intra_op_thread_for(_PARTS.value)
+    if side != "kbert":
+        fused_adamw.compile_in_background = lambda signatures: None
+    if side == "one_pass":
+        graph_passes._TRAINING_STEP = {  # the pass count alone
+            "meta_optimizer_iterations": graph_passes._TRAINING_STEP["meta_optimizer_iterations"]}
     if side == "two_passes":
-        graph_passes.one_optimizer_pass = contextlib.nullcontext
+        graph_passes.training_step_passes = contextlib.nullcontext
     traces = []
     train_step = trainer.TensorFlowTrainer.train_step
     trainer.TensorFlowTrainer.train_step = lambda self, data: (
@@ -77,7 +87,7 @@ def time_one_side(side):
     dataset = tf.data.Dataset.from_tensors((inputs, np.zeros(_BATCH.value, "int32")))
     dataset = dataset.repeat(_STEPS.value)
     start = time.perf_counter()
-    if side in ("kbert", "two_passes"):
+    if side in ("kbert", "one_pass", "two_passes"):
         model.fit(dataset, epochs=1, verbose=0)
     else:
         if side == "optimizer_only":

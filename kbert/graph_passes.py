@@ -1,13 +1,18 @@
-"""One pass of TensorFlow's graph optimiser (Grappler) over kbert's training step on the CPU.
+"""Fewer passes of TensorFlow's graph optimiser (Grappler) over kbert's training step on the CPU.
 
 By hand because TensorFlow 2 has no public setting for it: Grappler runs its optimisers over
-each new function graph twice by default (`RewriterConfig.meta_optimizer_iterations`), and
-the eager context's per-thread function-call options are the only place to ask for one
-pass. On a MiniLM classifier's training step the second pass only removes ~70 of ~2,300
-nodes (identities and duplicates; it fuses and folds nothing), yet it is ~0.15 s of the
-first `fit` on two CPU cores, ~0.45 s with two batch parts; the step runs no slower
-(BENCHMARKS.md, "One Grappler pass for the train step"). Inference graphs keep both passes:
-there the second fuses the feed-forward GELU into its matmul.
+each new function graph, twice by default (`RewriterConfig.meta_optimizer_iterations`), and
+the eager context's per-thread function-call options are the only place to ask for less. On
+a MiniLM classifier's training step (BENCHMARKS.md, "One Grappler pass for the train step"
+and "Compiled ahead and optimised less"):
+- the second pass only removes ~70 of ~2,300 nodes (identities and duplicates; it fuses and
+  folds nothing), yet it is ~0.15 s of the first `fit` on two CPU cores, ~0.45 s with two
+  batch parts;
+- the layout optimiser (which rewrites convolutions' data formats) and the memory optimiser
+  (which swaps tensors to host memory from an accelerator, and recomputes what a graph marks
+  for it) change no node of it, and take ~0.07 and ~0.12 s.
+The optimised graph and the numbers are the same. Inference graphs keep TensorFlow's passes:
+there the second pass fuses the feed-forward GELU into its matmul.
 """
 
 import contextlib
@@ -16,14 +21,21 @@ from tensorflow.core.protobuf import config_pb2
 from tensorflow.core.protobuf import rewriter_config_pb2
 from tensorflow.python.eager import context
 
-_ITERATIONS = rewriter_config_pb2.RewriterConfig
+_REWRITER = rewriter_config_pb2.RewriterConfig
+# Field -> (TensorFlow's default, the training step's setting).
+_TRAINING_STEP = {
+    "meta_optimizer_iterations": (_REWRITER.DEFAULT_NUM_ITERS, _REWRITER.ONE),
+    "layout_optimizer": (_REWRITER.DEFAULT, _REWRITER.OFF),
+    "memory_optimization": (_REWRITER.DEFAULT_MEM_OPT, _REWRITER.NO_MEM_OPT),
+}
 
 
 @contextlib.contextmanager
-def one_optimizer_pass():
-    """Functions first called in this thread inside the block are optimised in one pass.
+def training_step_passes():
+    """Functions first called in this thread inside the block are optimised in one pass,
+    without the layout and memory optimisers.
 
-    A count already chosen (here or by the caller's own function-call options) is kept, so
+    A setting already chosen (here or by the caller's own function-call options) is kept, so
     the blocks nest. Options that TensorFlow rebuilds inside the block (a change of its
     optimizer or threading config) are left as rebuilt.
     """
@@ -31,14 +43,18 @@ def one_optimizer_pass():
     saved = eager.function_call_options
     config = config_pb2.ConfigProto.FromString(saved.config_proto_serialized)
     rewrite = config.graph_options.rewrite_options
-    if rewrite.meta_optimizer_iterations != _ITERATIONS.DEFAULT_NUM_ITERS:
+    changed = False
+    for field, (default, ours) in _TRAINING_STEP.items():
+        if getattr(rewrite, field) == default:
+            setattr(rewrite, field, ours)
+            changed = True
+    if not changed:
         yield
         return
-    rewrite.meta_optimizer_iterations = _ITERATIONS.ONE
-    ours = context.FunctionCallOptions(executor_type=saved.executor_type, config_proto=config)
-    eager.function_call_options = ours
+    options = context.FunctionCallOptions(executor_type=saved.executor_type, config_proto=config)
+    eager.function_call_options = options
     try:
         yield
     finally:
-        if eager.function_call_options is ours:
+        if eager.function_call_options is options:
             eager.function_call_options = saved

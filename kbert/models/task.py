@@ -26,7 +26,7 @@ class BertTask(keras.Model):
     gives `compile` its "auto" defaults (the subclass supplies `default_loss` and
     `default_metrics`), and builds the optimizer, loss and metrics before `fit` (or
     `evaluate`) traces its step, so the step is traced once; on the CPU the train step's
-    graph is optimised in one Grappler pass instead of TensorFlow's two
+    graph is optimised with fewer Grappler passes than TensorFlow's default
     (`kbert.graph_passes`). The subclass's `from_google_checkpoint` declares its own
     arguments and calls `_from_google_checkpoint`; `from_preset` is the same by release name.
 
@@ -175,9 +175,9 @@ class BertTask(keras.Model):
         return super().evaluate(x, *args, **kwargs)
 
     def make_train_function(self, force=False):
-        # On the CPU, the train step's graph is optimised in one Grappler pass
-        # (`kbert.graph_passes`). Not the test and predict steps: there the second pass fuses
-        # the feed-forward GELU into its matmul.
+        # On the CPU, the train step's graph is optimised in one Grappler pass, without its
+        # layout and memory optimisers (`kbert.graph_passes`). Not the test and predict steps:
+        # there the second pass fuses the feed-forward GELU into its matmul.
         made = self.train_function
         super().make_train_function(force)
         function = self.train_function  # (Keras returns it only when it was made before)
@@ -186,7 +186,7 @@ class BertTask(keras.Model):
 
         @functools.wraps(function)
         def train_function(iterator):
-            with graph_passes.one_optimizer_pass():
+            with graph_passes.training_step_passes():
                 return function(iterator)
 
         self.train_function = train_function

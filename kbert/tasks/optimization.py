@@ -18,6 +18,9 @@ import re
 import keras
 import tensorflow as tf
 
+from kbert import cpu_features
+from kbert.tasks import fused_adamw
+
 # Google excludes "LayerNorm", "layer_norm" and "bias" by variable name. Keras matches
 # `variable.name`, the last path component: LayerNorm weights are "gamma" and "beta", and
 # "bias" also covers the MLM head's "output_bias".
@@ -28,39 +31,8 @@ def _tf_variable(variable):
     return variable.value if isinstance(variable, keras.Variable) else variable
 
 
-# Hand-written: Keras updates each weight with a dozen element-wise TF ops (clip, decay, two
-# moments, the step), every one a full pass over the weight's memory, ~100 ms a step for
-# MiniLM's 22.7M weights on 2 CPU cores. XLA fuses them into one loop per weight. Compiled per
-# weight shape (13 for MiniLM), not as one function over all weights: that one took ~10 s to
-# trace and compile at every training start, and its step ran slower (BENCHMARKS.md, "The
-# AdamW update compiled per weight shape"). Keras only compiles the update with the whole
-# train step (`jit_compile=True`), which slows BERT's forward and backward on CPU. No autograph:
-# the only branch is on a Python bool, and converting the function cost ~0.14-0.3 s of every
-# training process's first step.
-@tf.function(jit_compile=True, autograph=False)
-def _fused_adamw_step(handles, dtype, grad, scale, rate, alpha, decayed, weight_decay, beta_1,
-                      beta_2, epsilon):
-    """One weight's AdamW step in place, as Keras' AdamW: the gradient times `scale` (global
-    norm clipping), decay `weight -= weight * weight_decay * rate` if `decayed`, then Adam with
-    the bias-corrected step size `alpha`. `handles`: the resource handles of the weight and its
-    two moments, of `dtype` (handles, not variables, so that one trace serves every weight of
-    a shape, in any model)."""
-    def read(handle):
-        return tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
-
-    weight, m_handle, v_handle = handles
-    grad = tf.cast(grad, dtype) * tf.cast(scale, dtype)
-    value = read(weight)
-    if decayed:
-        value -= value * tf.cast(weight_decay, dtype) * tf.cast(rate, dtype)
-    m = read(m_handle)
-    m += (grad - m) * (1 - beta_1)
-    v = read(v_handle)
-    v += (tf.square(grad) - v) * (1 - beta_2)
-    tf.raw_ops.AssignVariableOp(resource=m_handle, value=m)
-    tf.raw_ops.AssignVariableOp(resource=v_handle, value=v)
-    tf.raw_ops.AssignVariableOp(
-        resource=weight, value=value - m * tf.cast(alpha, dtype) / (tf.sqrt(v) + epsilon))
+# The update of a weight with a dense gradient, one XLA program per weight shape.
+_fused_adamw_step = fused_adamw.adamw_step
 
 
 # Keras has no warm-up + linear decay schedule: `PolynomialDecay` has no warm-up and
@@ -226,6 +198,7 @@ class AdamW(keras.optimizers.AdamW):
         step = tf.cast(self.iterations + 1, "float32")
         beta_1_power, beta_2_power = tf.pow(self.beta_1, step), tf.pow(self.beta_2, step)
         step_sizes = {}  # learning-rate factor -> (rate, alpha), shared by its weights
+        signatures = []  # of the fused updates
         for i, variable in enumerate(variables):
             factor = self._factor(variable)
             if factor not in step_sizes:
@@ -242,9 +215,18 @@ class AdamW(keras.optimizers.AdamW):
             weight = _tf_variable(variable)
             handles = (weight.handle, self._momentums[index].value.handle,
                        self._velocities[index].value.handle)
-            _fused_adamw_step(handles, weight.dtype, dense[i], scale, rate,
-                              alpha, decayed=decayed, weight_decay=self.weight_decay or 0.0,
-                              beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
+            signature = fused_adamw.StepSignature(
+                tuple(dense[i].shape), weight.dtype, dense[i].dtype, decayed,
+                self.weight_decay or 0.0, self.beta_1, self.beta_2, self.epsilon)
+            _fused_adamw_step(handles, signature.dtype, dense[i], scale, rate, alpha,
+                              decayed=decayed, weight_decay=signature.weight_decay,
+                              beta_1=signature.beta_1, beta_2=signature.beta_2,
+                              epsilon=signature.epsilon)
+            signatures.append(signature)
+        if tf.inside_function() and cpu_features.runs_on_cpu():
+            # The step's trace ends here: its XLA programs compile on another core while
+            # TensorFlow optimises the step's graph (`fused_adamw`). Measured on the CPU only.
+            fused_adamw.compile_in_background(s for s in signatures if None not in s.shape)
 
     def _fused_update_applies(self):
         """Whether `_fused_adamw_step` can do the update: one replica (several update through

@@ -158,14 +158,15 @@ def test_fit_and_evaluate_build_string_metrics_before_tracing_once(tiny_encoder)
     assert set(scores) == {"loss", "accuracy"} and "accuracy" in history.history
 
 
-def test_the_train_step_alone_is_traced_for_one_grappler_pass(tiny_encoder):
+def test_the_train_step_alone_is_traced_for_fewer_grappler_passes(tiny_encoder):
     """On the CPU the train step is traced, and its graph first run, with this thread's
-    function-call options asking Grappler for one pass (`kbert.graph_passes`); the test and
-    predict steps, inside `fit` too, with TensorFlow's default (their second pass fuses the
-    GELU into its matmul), as is everything after `fit`."""
-    from tensorflow.core.protobuf import rewriter_config_pb2
-
-    from tests.test_graph_passes import grappler_iterations as iterations
+    function-call options asking Grappler for one pass without its layout and memory
+    optimisers (`kbert.graph_passes`); the test and predict steps, inside `fit` too, with
+    TensorFlow's default (their second pass fuses the GELU into its matmul), as is
+    everything after `fit`."""
+    from tests.test_graph_passes import TENSORFLOWS
+    from tests.test_graph_passes import TRAINING_STEPS
+    from tests.test_graph_passes import grappler_settings
 
     model = BertClassifier(tiny_encoder, 2)
     model.compile(optimizer=kbert.create_optimizer(1e-3, 10, 1))
@@ -175,7 +176,7 @@ def test_the_train_step_alone_is_traced_for_one_grappler_pass(tiny_encoder):
         step = getattr(model, name)
 
         def recorded(data):
-            seen[name] = iterations()
+            seen[name] = grappler_settings()
             return step(data)
 
         return recorded
@@ -187,11 +188,10 @@ def test_the_train_step_alone_is_traced_for_one_grappler_pass(tiny_encoder):
          "segment_ids": np.zeros((4, 7), "int32"), "padding_mask": np.ones((4, 7), "int32")}
     y = rng.integers(0, 2, 4)
     model.fit(x, y, batch_size=2, verbose=0, validation_data=(x, y))
-    assert seen == {"train_step": rewriter_config_pb2.RewriterConfig.ONE,
-                    "test_step": rewriter_config_pb2.RewriterConfig.DEFAULT_NUM_ITERS}
+    assert seen == {"train_step": TRAINING_STEPS, "test_step": TENSORFLOWS}
     model.predict(x, batch_size=2, verbose=0)
-    assert seen["predict_step"] == rewriter_config_pb2.RewriterConfig.DEFAULT_NUM_ITERS
-    assert iterations() == rewriter_config_pb2.RewriterConfig.DEFAULT_NUM_ITERS
+    assert seen["predict_step"] == TENSORFLOWS
+    assert grappler_settings() == TENSORFLOWS
     train_function = model.train_function
     model.fit(x, y, batch_size=2, verbose=0)  # the same function again, not wrapped twice
     assert model.train_function is train_function
