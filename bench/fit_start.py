@@ -9,10 +9,11 @@ step:
 
   kbert            `BertTask.fit`: optimizer, loss and metrics built before the first trace,
                    the train step optimised in one Grappler pass without its layout and
-                   memory optimisers (`kbert.graph_passes`), the AdamW update's XLA programs
-                   compiled in a thread as the trace ends (`kbert.tasks.fused_adamw`)
+                   memory optimisers and TFG passes (`kbert.graph_passes`), the AdamW
+                   update's XLA programs compiled in a thread as the trace ends
+                   (`kbert.tasks.fused_adamw`)
   one_pass         `BertTask.fit` with one Grappler pass of every optimiser, the update
-                   compiled when the step first runs (kbert before 2026-12-01)
+                   compiled when the step first runs (kbert at 5563bef, 2026-11-30)
   two_passes       `BertTask.fit` with TensorFlow's two Grappler passes (kbert before
                    811632a, 2026-11-30)
   optimizer_only   the optimizer built first, then `keras.Model.fit` (kbert before 2026-11-28)

@@ -6,8 +6,8 @@ from tensorflow.python.eager import context
 from kbert import graph_passes
 
 REWRITER = rewriter_config_pb2.RewriterConfig
-TENSORFLOWS = (REWRITER.DEFAULT_NUM_ITERS, REWRITER.DEFAULT, REWRITER.DEFAULT_MEM_OPT)
-TRAINING_STEPS = (REWRITER.ONE, REWRITER.OFF, REWRITER.NO_MEM_OPT)
+TENSORFLOWS = (REWRITER.DEFAULT_NUM_ITERS, REWRITER.DEFAULT, REWRITER.DEFAULT_MEM_OPT, False)
+TRAINING_STEPS = (REWRITER.ONE, REWRITER.OFF, REWRITER.NO_MEM_OPT, True)
 
 
 def _rewrite_options():
@@ -18,10 +18,10 @@ def _rewrite_options():
 
 def grappler_settings():
     """What this thread's next new function graph is optimised with: Grappler's pass count,
-    its layout optimiser and its memory optimiser."""
+    its layout optimiser, its memory optimiser and whether its TFG passes are off."""
     rewrite = _rewrite_options()
     return (rewrite.meta_optimizer_iterations, rewrite.layout_optimizer,
-            rewrite.memory_optimization)
+            rewrite.memory_optimization, rewrite.disable_tfg_optimizer)
 
 
 def test_the_training_steps_passes_inside_the_block_and_tensorflows_default_after():
@@ -42,10 +42,12 @@ def test_settings_the_caller_chose_are_kept():
     config.graph_options.rewrite_options.layout_optimizer = REWRITER.ON
     eager.function_call_options = context.FunctionCallOptions(config_proto=config)
     try:
-        with graph_passes.training_step_passes():  # only the memory optimiser was left
-            assert grappler_settings() == (REWRITER.TWO, REWRITER.ON, REWRITER.NO_MEM_OPT)
-        assert grappler_settings() == (REWRITER.TWO, REWRITER.ON, REWRITER.DEFAULT_MEM_OPT)
+        with graph_passes.training_step_passes():  # the others were left to it
+            assert grappler_settings() == (REWRITER.TWO, REWRITER.ON, REWRITER.NO_MEM_OPT, True)
+        assert grappler_settings() == (REWRITER.TWO, REWRITER.ON, REWRITER.DEFAULT_MEM_OPT,
+                                       False)
         config.graph_options.rewrite_options.memory_optimization = REWRITER.MANUAL
+        config.graph_options.rewrite_options.disable_tfg_optimizer = True
         chosen = context.FunctionCallOptions(config_proto=config)
         eager.function_call_options = chosen
         with graph_passes.training_step_passes():  # nothing left to set: the same options

@@ -175,9 +175,9 @@ class BertTask(keras.Model):
         return super().evaluate(x, *args, **kwargs)
 
     def make_train_function(self, force=False):
-        # On the CPU, the train step's graph is optimised in one Grappler pass, without its
-        # layout and memory optimisers (`kbert.graph_passes`). Not the test and predict steps:
-        # there the second pass fuses the feed-forward GELU into its matmul.
+        # On the CPU, the train step's graph is optimised in one Grappler pass, without the
+        # optimisers that change nothing in it (`kbert.graph_passes`). Not the test and
+        # predict steps: there the second pass fuses the feed-forward GELU into its matmul.
         made = self.train_function
         super().make_train_function(force)
         function = self.train_function  # (Keras returns it only when it was made before)

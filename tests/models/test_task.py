@@ -161,9 +161,9 @@ def test_fit_and_evaluate_build_string_metrics_before_tracing_once(tiny_encoder)
 def test_the_train_step_alone_is_traced_for_fewer_grappler_passes(tiny_encoder):
     """On the CPU the train step is traced, and its graph first run, with this thread's
     function-call options asking Grappler for one pass without its layout and memory
-    optimisers (`kbert.graph_passes`); the test and predict steps, inside `fit` too, with
-    TensorFlow's default (their second pass fuses the GELU into its matmul), as is
-    everything after `fit`."""
+    optimisers and TFG passes (`kbert.graph_passes`); the test and predict steps, inside
+    `fit` too, with TensorFlow's default (their second pass fuses the GELU into its matmul),
+    as is everything after `fit`."""
     from tests.test_graph_passes import TENSORFLOWS
     from tests.test_graph_passes import TRAINING_STEPS
     from tests.test_graph_passes import grappler_settings
