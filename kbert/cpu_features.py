@@ -29,3 +29,9 @@ def emulates_bfloat16(cpuinfo="/proc/cpuinfo"):
         return False
     flags = cpu_flags(cpuinfo)
     return bool(flags) and not {"avx512_bf16", "amx_bf16"} & flags
+
+
+def has_amx_bfloat16(cpuinfo="/proc/cpuinfo"):
+    """Whether TensorFlow runs on a CPU whose `cpuinfo` flags have amx_bf16 (Intel's AMX
+    matrix units): no GPU or TPU, and the flag present. False where unknown."""
+    return runs_on_cpu() and "amx_bf16" in (cpu_flags(cpuinfo) or ())

@@ -14,6 +14,14 @@ and "Compiled ahead and optimised less"):
   branches of conditionals, dropping unused functions) change no node or edge of it, and
   take ~0.07, ~0.12 and ~0.12 s.
 Every other optimiser leaves the same node and edge counts, and the numbers are the same.
+
+`remapper=False` also leaves out the remapper, whose only work in kbert's training step is to
+fuse each product with its bias add into oneDNN's inner product. In bfloat16 on a CPU with
+AMX, oneDNN runs that inner product without AMX (`x64:gemm:jit`) and the plain product with
+it: unfused, MiniLM's bfloat16 step with two batch parts took 86 ms instead of 98 at 32 x 14
+and 269 instead of 281 at 32 x 54 (BENCHMARKS.md, "The bias add unfused in bfloat16 on
+AMX"); the bias is then added after the product is rounded to bfloat16, not before.
+
 Inference graphs keep TensorFlow's passes: there the second pass fuses the feed-forward GELU
 into its matmul.
 """
@@ -32,12 +40,14 @@ _TRAINING_STEP = {
     "memory_optimization": (_REWRITER.DEFAULT_MEM_OPT, _REWRITER.NO_MEM_OPT),
     "disable_tfg_optimizer": (False, True),
 }
+_NO_REMAPPER = {"remapping": (_REWRITER.DEFAULT, _REWRITER.OFF)}
 
 
 @contextlib.contextmanager
-def training_step_passes():
+def training_step_passes(remapper=True):
     """Functions first called in this thread inside the block are optimised in one pass,
-    without the layout and memory optimisers and the TFG passes.
+    without the layout and memory optimisers and the TFG passes, and without the remapper if
+    `remapper` is False.
 
     A setting already chosen (here or by the caller's own function-call options) is kept, so
     the blocks nest. Options that TensorFlow rebuilds inside the block (a change of its
@@ -48,7 +58,8 @@ def training_step_passes():
     config = config_pb2.ConfigProto.FromString(saved.config_proto_serialized)
     rewrite = config.graph_options.rewrite_options
     changed = False
-    for field, (default, ours) in _TRAINING_STEP.items():
+    settings = dict(_TRAINING_STEP, **({} if remapper else _NO_REMAPPER))
+    for field, (default, ours) in settings.items():
         if getattr(rewrite, field) == default:
             setattr(rewrite, field, ours)
             changed = True

@@ -74,3 +74,12 @@ def test_a_function_first_called_inside_the_block_runs():
 
     with graph_passes.training_step_passes():
         assert double(tf.constant(3.0)).numpy() == 6.0
+
+
+def test_the_remapper_is_left_out_only_when_asked():
+    with graph_passes.training_step_passes():
+        assert _rewrite_options().remapping == REWRITER.DEFAULT
+    with graph_passes.training_step_passes(remapper=False):
+        assert grappler_settings() == TRAINING_STEPS
+        assert _rewrite_options().remapping == REWRITER.OFF
+    assert _rewrite_options().remapping == REWRITER.DEFAULT

@@ -176,7 +176,8 @@ class BertTask(keras.Model):
 
     def make_train_function(self, force=False):
         # On the CPU, the train step's graph is optimised in one Grappler pass, without the
-        # optimisers that change nothing in it (`kbert.graph_passes`). Not the test and
+        # optimisers that change nothing in it, and in bfloat16 on AMX without the bias
+        # fusion that keeps its products off AMX (`kbert.graph_passes`). Not the test and
         # predict steps: there the second pass fuses the feed-forward GELU into its matmul.
         made = self.train_function
         super().make_train_function(force)
@@ -184,9 +185,12 @@ class BertTask(keras.Model):
         if function is made or not cpu_features.runs_on_cpu():
             return function
 
+        remapper = not (self.dtype_policy.compute_dtype == "bfloat16"
+                        and cpu_features.has_amx_bfloat16())
+
         @functools.wraps(function)
         def train_function(iterator):
-            with graph_passes.training_step_passes():
+            with graph_passes.training_step_passes(remapper=remapper):
                 return function(iterator)
 
         self.train_function = train_function

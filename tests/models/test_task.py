@@ -11,10 +11,12 @@ import tensorflow as tf
 import kbert
 from kbert.checkpoints import releases
 from kbert.models.classifier import BertClassifier
+from kbert.models.encoder import BertEncoder
 from kbert.models.pretrainer import BertPretrainer
 from kbert.models.span_labeler import BertSpanLabeler
 from kbert.models.task import BertTask
 from kbert.models.token_classifier import BertTokenClassifier
+from kbert.tasks import precision
 
 HEADS = [BertClassifier, BertTokenClassifier, BertSpanLabeler, BertPretrainer]
 # `.keras` configs (config.json) of a tiny compiled model of each head, as written before the
@@ -195,6 +197,32 @@ def test_the_train_step_alone_is_traced_for_fewer_grappler_passes(tiny_encoder):
     train_function = model.train_function
     model.fit(x, y, batch_size=2, verbose=0)  # the same function again, not wrapped twice
     assert model.train_function is train_function
+
+
+@pytest.mark.parametrize("policy, amx, remapping", [
+    ("mixed_bfloat16", True, "OFF"), ("mixed_bfloat16", False, "DEFAULT"),
+    ("float32", True, "DEFAULT")])
+def test_the_bias_fusion_is_left_out_of_the_train_step_in_bfloat16_on_amx(
+        tiny_config, monkeypatch, policy, amx, remapping):
+    """Grappler's remapper fuses each product with its bias into an inner product that
+    oneDNN runs without AMX in bfloat16: on such a CPU the bfloat16 train step is optimised
+    without it; a float32 step, or one on another CPU, keeps it."""
+    from tensorflow.core.protobuf import rewriter_config_pb2
+
+    from kbert import cpu_features
+    from tests.test_graph_passes import _rewrite_options
+
+    monkeypatch.setattr(cpu_features, "has_amx_bfloat16", lambda: amx)
+    with precision.mixed_precision_scope(policy):
+        model = BertClassifier(BertEncoder(**tiny_config.encoder_kwargs()), 2)
+    model.compile(optimizer=kbert.create_optimizer(1e-3, 10, 1))
+    seen = []
+    step = model.train_step
+    model.train_step = lambda data: (seen.append(_rewrite_options().remapping), step(data))[1]
+    x = {"token_ids": np.ones((2, 5), "int32"), "segment_ids": np.zeros((2, 5), "int32"),
+         "padding_mask": np.ones((2, 5), "int32")}
+    model.fit(x, np.zeros(2, "int32"), batch_size=2, verbose=0)
+    assert seen == [getattr(rewriter_config_pb2.RewriterConfig, remapping)]
 
 
 @pytest.mark.parametrize("strategy", [None, "mirrored"])

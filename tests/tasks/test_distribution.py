@@ -309,14 +309,16 @@ def test_load_in_another_precision(tmp_path):
     np.testing.assert_allclose(same(inputs), model(inputs), atol=1e-6)
 
 
-@pytest.mark.parametrize("flags, emulated", [("fpu avx2 fma", True),
-                                             ("fpu avx512f avx512_bf16", False),
-                                             ("fpu amx_bf16 amx_tile", False)])
-def test_bfloat16_on_a_cpu_without_native_bfloat16_warns(tmp_path, flags, emulated):
+@pytest.mark.parametrize("flags, emulated, amx", [("fpu avx2 fma", True, False),
+                                                  ("fpu avx512f avx512_bf16", False, False),
+                                                  ("fpu amx_bf16 amx_tile", False, True)])
+def test_bfloat16_on_a_cpu_without_native_bfloat16_warns(tmp_path, flags, emulated, amx):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
     assert cpu_features.emulates_bfloat16(str(cpuinfo)) == emulated
     assert not cpu_features.emulates_bfloat16(str(tmp_path / "missing"))
+    assert cpu_features.has_amx_bfloat16(str(cpuinfo)) == amx
+    assert not cpu_features.has_amx_bfloat16(str(tmp_path / "missing"))
     with mock.patch.object(cpu_features, "emulates_bfloat16", return_value=emulated), \
             mock.patch.object(precision.logging, "warning") as warning:
         with precision.mixed_precision_scope("mixed_bfloat16"):
