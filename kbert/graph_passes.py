@@ -4,7 +4,8 @@ By hand because TensorFlow 2 has no public setting for it: Grappler runs its opt
 each new function graph, twice by default (`RewriterConfig.meta_optimizer_iterations`), and
 the eager context's per-thread function-call options are the only place to ask for less. On
 a MiniLM classifier's training step (BENCHMARKS.md, "One Grappler pass for the train step"
-and "Compiled ahead and optimised less"):
+and "The bias add unfused in bfloat16 on AMX, the update compiled ahead, Grappler's idle
+optimisers left out"):
 - the second pass only removes ~70 of ~2,300 nodes (identities and duplicates; it fuses and
   folds nothing), yet it is ~0.15 s of the first `fit` on two CPU cores, ~0.45 s with two
   batch parts;
@@ -19,8 +20,8 @@ Every other optimiser leaves the same node and edge counts, and the numbers are 
 fuse each product with its bias add into oneDNN's inner product. In bfloat16 on a CPU with
 AMX, oneDNN runs that inner product without AMX (`x64:gemm:jit`) and the plain product with
 it: unfused, MiniLM's bfloat16 step with two batch parts took 86 ms instead of 98 at 32 x 14
-and 269 instead of 281 at 32 x 54 (BENCHMARKS.md, "The bias add unfused in bfloat16 on
-AMX"); the bias is then added after the product is rounded to bfloat16, not before.
+and 269 instead of 281 at 32 x 54 (BENCHMARKS.md, the same section); the bias is then added
+after the product is rounded to bfloat16, not before.
 
 Inference graphs keep TensorFlow's passes: there the second pass fuses the feed-forward GELU
 into its matmul.
