@@ -10,6 +10,7 @@ shapes for the process, whichever graph or thread asked for it first, and a seco
 waits for the first one's compile.
 """
 
+import math
 import threading
 from typing import NamedTuple
 
@@ -65,6 +66,9 @@ class StepSignature(NamedTuple):
     epsilon: float
 
 
+# A weight with more elements (a word table updated densely: 11.7 M for MiniLM) is left to the
+# step: compiling its program ahead takes scratch copies of ~4 times its size.
+MOST_ELEMENTS_AHEAD = 1 << 22
 _started = set()  # signatures whose compile this process has started
 _threads = []
 _lock = threading.Lock()
@@ -72,7 +76,8 @@ _lock = threading.Lock()
 
 def compile_in_background(signatures):
     """Starts a thread that compiles `adamw_step` for each of `signatures` not started before
-    in this process (XLA's executables live as long as the process).
+    in this process (XLA's executables live as long as the process) and of at most
+    `MOST_ELEMENTS_AHEAD` elements.
 
     Args:
         signatures: iterable of `StepSignature`, as a traced train step calls `adamw_step`.
@@ -81,10 +86,12 @@ def compile_in_background(signatures):
         the `threading.Thread`, or None when every signature was started before.
     """
     with _lock:
-        new = list(dict.fromkeys(s for s in signatures if s not in _started))
+        new = list(dict.fromkeys(s for s in signatures if s not in _started
+                                 and math.prod(s.shape) <= MOST_ELEMENTS_AHEAD))
         _started.update(new)
         if not new:
             return None
+        _threads[:] = [thread for thread in _threads if thread.is_alive()]
         # Not a daemon: a process that ends meanwhile waits for it (~1 s) instead of
         # stopping a thread inside TensorFlow.
         thread = threading.Thread(target=_compile, args=(new,), name="kbert-adamw-compiles")

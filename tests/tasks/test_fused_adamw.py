@@ -72,6 +72,9 @@ def test_a_signature_is_compiled_once_per_process():
     fused_adamw.wait_for_compiles()
     assert not first.is_alive() and not second.is_alive()
     assert fused_adamw.compile_in_background([_signature((7, 3))]) is None
+    # A table of more elements is left to the step: no scratch copies of it.
+    huge = _signature((fused_adamw.MOST_ELEMENTS_AHEAD + 1,), decayed=False)
+    assert fused_adamw.compile_in_background([huge]) is None
 
 
 def test_a_failed_compile_is_logged_and_leaves_the_others(caplog):
