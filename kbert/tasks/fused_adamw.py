@@ -2,12 +2,14 @@
 
 `adamw_step` is the update `kbert.tasks.optimization.AdamW` runs for every weight with a dense
 gradient. XLA compiles it once per weight shape, when the train step first runs it: for
-MiniLM 11 programs of ~50-100 ms each, ~0.4-0.7 s of the first step, after TensorFlow has
-optimised the step's graph on one core. `compile_in_background` compiles them in a thread
-instead, started as the step's trace ends, so they are ready (or under way) when the step
-first runs. They are the same programs: XLA keeps one executable per function and argument
-shapes for the process, whichever graph or thread asked for it first, and a second asker
-waits for the first one's compile.
+MiniLM 11 programs of ~40-90 ms each, ~0.25 s of the first step's wall time on two cores,
+after TensorFlow has optimised the step's graph on one of them. `compile_in_background`
+compiles them in a thread instead, started as the step's trace ends, on the other core while
+that optimisation runs (BENCHMARKS.md, "The bias add unfused in bfloat16 on AMX, the update
+compiled ahead, ..."). They are the same programs, if called from inside a graph as the step
+calls them: XLA keeps one executable per function, function attributes and argument shapes
+for the process, whichever graph or thread asked for it first, and a second asker waits for
+the first one's compile.
 """
 
 import math
