@@ -72,7 +72,6 @@ class StepSignature(NamedTuple):
 # step: compiling its program ahead takes scratch copies of ~4 times its size.
 MOST_ELEMENTS_AHEAD = 1 << 22
 _started = set()  # signatures whose compile this process has started
-_threads = []
 _lock = threading.Lock()
 
 
@@ -85,7 +84,7 @@ def compile_in_background(signatures):
         signatures: iterable of `StepSignature`, as a traced train step calls `adamw_step`.
 
     Returns:
-        the `threading.Thread`, or None when every signature was started before.
+        the `threading.Thread`, or None when none of them is left to compile.
     """
     with _lock:
         new = list(dict.fromkeys(s for s in signatures if s not in _started
@@ -93,21 +92,11 @@ def compile_in_background(signatures):
         _started.update(new)
         if not new:
             return None
-        _threads[:] = [thread for thread in _threads if thread.is_alive()]
-        # Not a daemon: a process that ends meanwhile waits for it (~1 s) instead of
-        # stopping a thread inside TensorFlow.
-        thread = threading.Thread(target=_compile, args=(new,), name="kbert-adamw-compiles")
-        _threads.append(thread)
+    # Not a daemon: a process that ends meanwhile waits for it (~1 s) instead of stopping a
+    # thread inside TensorFlow.
+    thread = threading.Thread(target=_compile, args=(new,), name="kbert-adamw-compiles")
     thread.start()
     return thread
-
-
-def wait_for_compiles():
-    """Waits for every thread `compile_in_background` started."""
-    with _lock:
-        threads, _threads[:] = list(_threads), []
-    for thread in threads:
-        thread.join()
 
 
 def _compile(signatures):

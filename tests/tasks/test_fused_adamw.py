@@ -69,7 +69,8 @@ def test_a_signature_is_compiled_once_per_process():
     assert first is not None
     assert fused_adamw.compile_in_background([_signature((7,), decayed=False)]) is None
     second = fused_adamw.compile_in_background([_signature((3, 7)), _signature((7, 3))])
-    fused_adamw.wait_for_compiles()
+    first.join()
+    second.join()
     assert not first.is_alive() and not second.is_alive()
     assert fused_adamw.compile_in_background([_signature((7, 3))]) is None
     # A table of more elements is left to the step: no scratch copies of it.
@@ -79,7 +80,6 @@ def test_a_signature_is_compiled_once_per_process():
 
 def test_a_failed_compile_is_logged_and_leaves_the_others(caplog):
     bad = fused_adamw.StepSignature((2, 5), tf.int32, tf.float32, True, 0.01, 0.9, 0.999, 1e-6)
-    fused_adamw.compile_in_background([bad, _signature((5, 2))])
-    fused_adamw.wait_for_compiles()
+    fused_adamw.compile_in_background([bad, _signature((5, 2))]).join()
     assert "Compiling the AdamW update" in caplog.text and "(2, 5)" in caplog.text
     assert "(5, 2)" not in caplog.text
