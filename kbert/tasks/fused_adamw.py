@@ -115,13 +115,14 @@ def _run_once(signature):
     variables = [tf.Variable(tf.zeros(signature.shape, signature.dtype)) for _ in range(3)]
     grad = tf.zeros(signature.shape, signature.grad_dtype)
     scalar = tf.constant(1.0)
-    _in_graph(variables, grad, scalar, signature)
 
+    def in_graph():
+        adamw_step(tuple(v.handle for v in variables), signature.dtype, grad, scalar, scalar,
+                   scalar, decayed=signature.decayed, weight_decay=signature.weight_decay,
+                   beta_1=signature.beta_1, beta_2=signature.beta_2,
+                   epsilon=signature.epsilon)
 
-def _step_in_graph(variables, grad, scalar, signature):
-    adamw_step(tuple(v.handle for v in variables), signature.dtype, grad, scalar, scalar,
-               scalar, decayed=signature.decayed, weight_decay=signature.weight_decay,
-               beta_1=signature.beta_1, beta_2=signature.beta_2, epsilon=signature.epsilon)
-
-
-_in_graph = tf.function(_step_in_graph, autograph=False)
+    # Traced as a concrete function and called as one: a `tf.function` called with one
+    # signature after another is what TensorFlow warns of as frequent retracing (a warning
+    # in every first `fit`).
+    tf.function(in_graph, autograph=False).get_concrete_function()()

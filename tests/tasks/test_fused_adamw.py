@@ -83,3 +83,11 @@ def test_a_failed_compile_is_logged_and_leaves_the_others(caplog):
     fused_adamw.compile_in_background([bad, _signature((5, 2))]).join()
     assert "Compiling the AdamW update" in caplog.text and "(2, 5)" in caplog.text
     assert "(5, 2)" not in caplog.text
+
+
+def test_many_signatures_compile_without_tensorflows_retracing_warning(caplog):
+    """MiniLM's update has 11 signatures: compiling them one after another is not the
+    retracing TensorFlow warns a user about (a warning in every first `fit` otherwise)."""
+    shapes = [(11, n) for n in range(2, 9)]
+    fused_adamw.compile_in_background([_signature(shape) for shape in shapes]).join()
+    assert "retracing" not in caplog.text
