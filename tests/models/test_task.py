@@ -2,6 +2,7 @@ import collections.abc
 import contextlib
 import json
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -126,6 +127,23 @@ def test_fit_builds_the_optimizer_before_tracing_the_train_step_once(tiny_encode
          "segment_ids": np.zeros((4, 7), "int32"), "padding_mask": np.ones((4, 7), "int32")}
     model.fit(x, rng.integers(0, 2, 4), batch_size=2, epochs=2, verbose=0)
     assert traces == [True]
+    assert int(model.optimizer.iterations) == 4
+
+
+def test_fit_on_a_dataset_leaves_out_keras_warning_that_shuffle_is_ignored(tiny_encoder):
+    model = BertClassifier(tiny_encoder, 2)
+    model.compile(optimizer=kbert.create_optimizer(1e-3, 10, 1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = {"token_ids": np.ones((4, 5), "int32"), "segment_ids": np.zeros((4, 5), "int32"),
+         "padding_mask": np.ones((4, 5), "int32")}
+    dataset = tf.data.Dataset.from_tensor_slices((x, np.zeros(4, "int32"))).batch(2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(dataset, epochs=1, verbose=0)
+    assert not [w for w in caught if "shuffle" in str(w.message)]
+    # Asked for, it is Keras' to answer.
+    with pytest.warns(UserWarning, match="shuffle"):
+        model.fit(dataset, epochs=1, verbose=0, shuffle=True)
     assert int(model.optimizer.iterations) == 4
 
 
