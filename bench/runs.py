@@ -9,6 +9,7 @@ and their table.
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -151,6 +152,35 @@ def precision_table(rows, sides, unit, rate=lambda side: f"{side}_epoch_examples
             ratio = round(row[rate("kbert")] / row[rate(side)], 2)
             lines.append(f"| {row['task']} | {side} | {row[f'{side}_precision']} | "
                          f"{row[rate(side)]} | {ratio} |")
+    return "\n".join(lines)
+
+
+def seeds_table(rows, peers):
+    """A Markdown table per task and peer over the rows of several seeds: each side's epoch
+    examples/s seed by seed, kbert's ratio per seed, the ratio of the mean speeds, the least
+    ratio, and the mean dev scores (x 100) of the metrics both sides report."""
+    lines = ["| task | peer | seeds | kbert ex/s | peer ex/s | ratio per seed | ratio of means "
+             "| least | dev kbert / peer (means) |", "|---|---|---|---|---|---|---:|---:|---|"]
+    for task in dict.fromkeys(row["task"] for row in rows):
+        runs_of_task = [row for row in rows if row["task"] == task]
+        for peer in peers:
+            ours = [row["kbert_epoch_examples_per_second"] for row in runs_of_task]
+            theirs = [row[f"{peer}_epoch_examples_per_second"] for row in runs_of_task]
+            ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
+            kbert_dev = [row["kbert_dev"]["dev"] for row in runs_of_task]
+            peer_dev = [row[f"{peer}_dev"]["dev"] for row in runs_of_task]
+            metrics = [k for k in kbert_dev[0] if k in peer_dev[0]
+                       and k not in ("loss", "examples", "examples_per_second")]
+            dev = ", ".join(
+                f"{k} {100 * statistics.mean(d[k] for d in kbert_dev):.2f} / "
+                f"{100 * statistics.mean(d[k] for d in peer_dev):.2f}" for k in metrics)
+            lines.append(
+                f"| {task} | {peer} | {', '.join(str(row['seed']) for row in runs_of_task)} | "
+                f"{' / '.join(f'{x:.2f}' for x in ours)} | "
+                f"{' / '.join(f'{x:.2f}' for x in theirs)} | "
+                f"{' / '.join(f'{x:.3f}' for x in ratios)} | "
+                f"{statistics.mean(ours) / statistics.mean(theirs):.3f} | {min(ratios):.3f} | "
+                f"{dev} |")
     return "\n".join(lines)
 
 
