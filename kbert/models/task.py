@@ -168,9 +168,10 @@ class BertTask(keras.Model):
             with self.distribute_strategy.scope():
                 self.optimizer.build(self.trainable_variables)
         self._build_compiled_state(x)
+        # Keras ignores `shuffle` for a dataset and warns that it does when it is left at its
+        # default (True): a warning in every such `fit` otherwise. (`shuffle` is the eighth
+        # argument after `x`.)
         if isinstance(x, tf.data.Dataset) and len(args) < 8 and "shuffle" not in kwargs:
-            # Keras ignores `shuffle` for a dataset and warns that it does when it is left
-            # at its default (True): a warning in every such `fit` otherwise.
             kwargs["shuffle"] = False
         return super().fit(x, *args, **kwargs)
 
