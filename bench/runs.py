@@ -140,7 +140,8 @@ def precision_table(rows, sides, unit, rate=lambda side: f"{side}_epoch_examples
     ran in (`row["<side>_precision"]`).
 
     Args:
-        rows: dicts with a "task" and, per side, its precision and speed.
+        rows: dicts with a "task" (and a "seed", if any) and, per side, its precision and
+            speed.
         sides: names, kbert first.
         unit: str. What the speed counts, for the header.
         rate: fn(side) -> the key of that side's speed in a row. Defaults to the epochs'
@@ -148,9 +149,10 @@ def precision_table(rows, sides, unit, rate=lambda side: f"{side}_epoch_examples
     """
     lines = [f"| task | side | precision | {unit} | kbert ÷ side |", "|---|---|---|---:|---:|"]
     for row in rows:
+        task = row["task"] + (f" (seed {row['seed']})" if "seed" in row else "")
         for side in sides:
             ratio = round(row[rate("kbert")] / row[rate(side)], 2)
-            lines.append(f"| {row['task']} | {side} | {row[f'{side}_precision']} | "
+            lines.append(f"| {task} | {side} | {row[f'{side}_precision']} | "
                          f"{row[rate(side)]} | {ratio} |")
     return "\n".join(lines)
 
