@@ -10,6 +10,7 @@ both, `MIXED_PRECISION`), the Trainer's `bf16`/`fp16` (`bench.hf_common`), the d
 Hugging Face pipeline (`bench/serving.py`).
 """
 
+import re
 import types
 
 from absl import flags
@@ -67,6 +68,15 @@ def define_budget_flags(**defaults):
             define, lower_bound = (_FLOAT, 0) if isinstance(default, float) else (_INTEGER, 1)
         holders[name] = define(name, default, help_text, lower_bound=lower_bound)
     return types.SimpleNamespace(**holders)
+
+
+def define_seeds_flag(default, help_text):
+    """`--seeds`: a list of non-negative whole numbers, refused at parsing otherwise."""
+    holder = flags.DEFINE_list("seeds", default, help_text)
+    flags.register_validator(holder,
+                             lambda seeds: all(re.fullmatch(r"\d+", s) for s in seeds),
+                             message="--seeds: expected non-negative integers")
+    return holder
 
 
 def define_kbert_flags(tool, example):

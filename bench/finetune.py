@@ -48,9 +48,9 @@ _GLUE = flags.DEFINE_string("glue_dir", os.path.join(runs.SHARED_DATA, "glue"),
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_finetune", "Scratch directory.")
 _BUDGET = budget.define_budget_flags(train_batch_size=32, eval_batch_size=32,
                                      learning_rate=1e-4, seed=12345)
-_SEEDS = flags.DEFINE_list(
-    "seeds", [], "Run every task once per seed, e.g. 1,2,3 (instead of --seed), and print the "
-    "ratios seed by seed.")
+_SEEDS = budget.define_seeds_flag(
+    [], "Run every task once per seed, e.g. 1,2,3 (instead of --seed), and print the ratios "
+    "seed by seed.")
 _OUTPUT = flags.DEFINE_string("output", None, "Write the rows as JSON here.")
 _KBERT_FLAGS = budget.define_kbert_flags("run_classifier.py", "--jit_compile=false")
 _PEAK = flags.DEFINE_float(
@@ -133,10 +133,7 @@ def _budget_arguments(seed, kbert=False):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    try:
-        seeds = [int(seed) for seed in _SEEDS.value] or [_BUDGET.seed.value]
-    except ValueError:
-        raise app.UsageError(f"--seeds: expected whole numbers, got {_SEEDS.value}") from None
+    seeds = [int(seed) for seed in _SEEDS.value] or [_BUDGET.seed.value]
     checkpoint = runs.google_checkpoint(_WORK.value)
     peak = _PEAK.value or matmul_peak_gflops()
     weights = non_embedding_weights(os.path.join(checkpoint, "bert_config.json"))

@@ -43,8 +43,8 @@ from kbert.tasks import multi_label_metrics
 _DATA = flags.DEFINE_string("data_dir", os.path.join(runs.SHARED_DATA, "goemotions"),
                             "GoEmotions: train.tsv, dev.tsv, test.tsv and emotions.txt.")
 _WORK = flags.DEFINE_string("work_dir", "/tmp/kbert_bench_multi_label", "Scratch directory.")
-_SEEDS = flags.DEFINE_list("seeds", ["12345", "12346", "12347"],
-                           "Seeds: subset, shuffle, dropout and head (both).")
+_SEEDS = budget.define_seeds_flag(["12345", "12346", "12347"],
+                                  "Seeds: subset, shuffle, dropout and head (both).")
 _MAX_EVAL = flags.DEFINE_integer("max_eval_examples", None,
                                  "Only the first this many dev and test rows (smoke runs).",
                                  lower_bound=1)
@@ -60,8 +60,6 @@ _HF_FLAGS = flags.DEFINE_list(
 PEER_SCRIPTS = {"kbert": "tools/run_classifier.py", "huggingface": "bench.hf_multi_label_peer"}
 _PEERS = flags.DEFINE_list("peers", ["kbert", "huggingface"], "Sides to run: kbert, huggingface.")
 runs.validate_peers(_PEERS, PEER_SCRIPTS)
-flags.register_validator(_SEEDS, lambda seeds: all(re.fullmatch(r"\d+", s) for s in seeds),
-                         message="--seeds: expected non-negative integers")
 # Per side and seed: what is summarised over the seeds and compared between the sides.
 SCORES = ("test_micro_f1@0.5", "test_macro_f1@0.5", "test_micro_f1@dev_tuned",
           "test_macro_f1@dev_tuned", "dev_micro_f1@0.5", "dev_macro_f1@0.5",
